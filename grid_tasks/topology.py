@@ -1,0 +1,421 @@
+"""The grid topology: resource managers and their nodes, from a TOML file.
+
+Layout (memory, disk and swap in megabytes; unknown keys are free-form
+attributes usable in MIL queries; RM-level attributes are inherited by its nodes)::
+
+    [rm.rmA]
+    policy_file = "maui.cfg"          # relative to this file
+    site = "north"
+
+    [rm.rmA.node.node1]
+    procs = 4
+    memory_mb = 8192
+    disk_mb = 100000
+    swap_mb = 2048
+    features = ["fast", "ib"]
+    arch = "x86_64"
+    os = "linux"
+
+Node names are unique across the whole grid: a host belongs to one cluster,
+and counting it twice would overcommit it.  Malformed files raise
+:class:`~grid_tasks.errors.ConfigError` naming the file, line and key.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+from grid_tasks.errors import ConfigError, NotFoundError
+
+AttrValue = str | int | float | bool
+
+NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*$")
+RESOURCE_KEYS = ("procs", "memory_mb", "disk_mb", "swap_mb")
+#: Resource counts land in 32-bit SQL INTEGER columns (PostgreSQL's int4).
+RESOURCE_MAX = 2**31 - 1
+RESERVED_ATTRS = frozenset({"name", "rm", "procs", "memory", "disk", "swap", "features"})
+
+
+@dataclass(frozen=True)
+class NodeSpec:
+    """One compute node as configured: its resources, features and attributes."""
+
+    name: str
+    rm: str
+    procs: int
+    memory_mb: int = 0
+    disk_mb: int = 0
+    swap_mb: int = 0
+    features: tuple[str, ...] = ()
+    # left out of the hash (mappings are unhashable) so specs can key dicts and sets
+    attributes: Mapping[str, AttrValue] = field(default_factory=dict, hash=False)
+
+    def query_attributes(self) -> dict[str, object]:
+        """A flat attribute map for MIL queries (free-form attributes included)."""
+        attrs: dict[str, object] = dict(self.attributes)
+        attrs.update(name=self.name, rm=self.rm, procs=self.procs, memory=self.memory_mb,
+                     disk=self.disk_mb, swap=self.swap_mb, features=list(self.features))
+        return attrs
+
+    def resources(self) -> dict[str, object]:
+        """The configured resources, as a node daemon registers them."""
+        return {"procs": self.procs, "memory_mb": self.memory_mb, "disk_mb": self.disk_mb,
+                "swap_mb": self.swap_mb, "features": list(self.features),
+                "attributes": dict(self.attributes)}
+
+
+@dataclass(frozen=True)
+class ResourceManagerSpec:
+    """A resource manager (cluster): its policy file and its nodes."""
+
+    name: str
+    policy_file: Path | None
+    nodes: tuple[NodeSpec, ...]
+    attributes: Mapping[str, AttrValue] = field(default_factory=dict, hash=False)
+
+    def node(self, name: str) -> NodeSpec:
+        """The node called ``name``; :class:`NotFoundError` if it is not in this RM."""
+        for node in self.nodes:
+            if node.name == name:
+                return node
+        known = ", ".join(n.name for n in self.nodes) or "none"
+        raise NotFoundError(f"unknown node {name!r} in resource manager {self.name!r} "
+                            f"(known: {known})")
+
+
+@dataclass(frozen=True)
+class GridTopology:
+    """All resource managers of a grid, as read from ``source``."""
+
+    source: str
+    rms: Mapping[str, ResourceManagerSpec] = field(hash=False)
+
+    def rm(self, name: str) -> ResourceManagerSpec:
+        """The resource manager called ``name``; :class:`NotFoundError` if unknown."""
+        try:
+            return self.rms[name]
+        except KeyError:
+            known = ", ".join(self.rms) or "none"
+            raise NotFoundError(f"unknown resource manager {name!r} in {self.source} "
+                                f"(known: {known})") from None
+
+    def node(self, rm: str, name: str) -> NodeSpec:
+        """The node ``name`` of resource manager ``rm``; :class:`NotFoundError` if unknown."""
+        return self.rm(rm).node(name)
+
+    def iter_nodes(self) -> Iterator[NodeSpec]:
+        """Every node of every resource manager, in file order."""
+        for spec in self.rms.values():
+            yield from spec.nodes
+
+
+def load_topology(path: str | Path) -> GridTopology:
+    """Read and validate a topology file; :class:`ConfigError` if unreadable or malformed."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError("topology file not found", source=str(path)) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot read topology file: {exc}", source=str(path)) from None
+    return parse_topology(text, str(path), base_dir=path.parent)
+
+
+def parse_topology(text: str, source: str = "<string>",
+                   base_dir: Path | None = None) -> GridTopology:
+    """Parse topology TOML ``text``; relative policy paths resolve against ``base_dir``."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise _syntax_error(exc, text, source) from None
+    except (RecursionError, ValueError) as exc:
+        # tomllib recurses once per nesting level and calls int() on decimal literals,
+        # so hostile files escape as these two; find the culprit ourselves.
+        raise _hostile_value_error(exc, text, source) from None
+    return _Builder(text, source, base_dir or Path(".")).build(data)
+
+
+def _syntax_error(exc: tomllib.TOMLDecodeError, text: str, source: str) -> ConfigError:
+    msg = str(exc)
+    match = re.search(r"\(at line (\d+), column (\d+)\)", msg)
+    line = column = None
+    if match:
+        line, column = int(match.group(1)), int(match.group(2))
+        msg = msg[: match.start()].strip()
+    elif "(at end of document)" in msg:
+        lines = text.splitlines() or [""]
+        line, column = len(lines), len(lines[-1]) + 1
+        msg = msg.replace("(at end of document)", "at end of file").strip()
+    return ConfigError(f"TOML syntax error: {msg}", source=source, line=line, column=column,
+                       text=text)
+
+
+#: Deepest array/inline-table nesting reported as the culprit of a RecursionError.
+MAX_VALUE_NESTING = 100
+#: TOML integers are 64-bit signed; CPython's int() also refuses over 4300 digits.
+_INT64_DIGITS = 19
+_DECIMAL_RUN = re.compile(r"[+-]?[0-9][0-9_]*")
+_HEADER = re.compile(r"\[\[?\s*([^\]\n]*?)\s*\]")
+
+
+def _hostile_value_error(exc: BaseException, text: str, source: str) -> ConfigError:
+    """A located ConfigError for a value tomllib could not survive."""
+    found = _scan_values(text, too_deep=isinstance(exc, RecursionError))
+    if found is None:
+        what = "values nested too deeply" if isinstance(exc, RecursionError) else str(exc)
+        return ConfigError(f"TOML value error: {what}", source=source, text=text)
+    message, pos, key = found
+    line = text.count("\n", 0, pos) + 1
+    column = pos - (text.rfind("\n", 0, pos) + 1) + 1
+    return ConfigError(message, source=source, line=line, column=column, key=key or None,
+                       text=text)
+
+
+def _scan_values(text: str, too_deep: bool) -> tuple[str, int, str] | None:
+    """First (message, offset, key) of a too-deep value or an over-long integer.
+
+    A small lexer: it skips comments and strings, tells headers from values, and
+    tracks bracket depth inside values.  Only used once tomllib has failed.
+    """
+    depth, in_value, key, table, line_start, i = 0, False, "", "", 0, 0
+    while i < len(text):
+        c = text[i]
+        if c == "\n":
+            in_value, line_start = in_value and depth > 0, i + 1
+        elif c == "#":
+            i = _line_end(text, i) - 1
+        elif c in "\"'":
+            i = _skip_string(text, i) - 1
+        elif not in_value and c == "[" and depth == 0:
+            end = _line_end(text, i)
+            header = _HEADER.match(text, i, end)
+            table = header.group(1) if header else ""
+            i = end - 1
+        elif c == "=" and depth == 0:
+            in_value, key = True, text[line_start:i].strip()
+        elif in_value and c in "[{":
+            depth += 1
+            if too_deep and depth > MAX_VALUE_NESTING:
+                return (f"value nested more than {MAX_VALUE_NESTING} levels deep", i,
+                        _dotted(table, key))
+        elif in_value and c in "]}":
+            depth = max(0, depth - 1)
+        elif in_value and not too_deep and (i == 0 or not text[i - 1].isalnum()):
+            m = _DECIMAL_RUN.match(text, i)
+            if m and text[m.end():m.end() + 1] not in (".", "e", "E", "x", "o", "b", ":", "-"):
+                digits = len(m.group().lstrip("+-").replace("_", "").lstrip("0"))
+                if digits > _INT64_DIGITS:
+                    return (f"integer of {digits} digits is out of range (TOML integers are "
+                            "64-bit)", i, _dotted(table, key))
+            i = m.end() - 1 if m else i
+        i += 1
+    return None
+
+
+def _line_end(text: str, start: int) -> int:
+    """Offset of the newline ending the line of ``start`` (or the end of the text)."""
+    found = text.find("\n", start)
+    return len(text) if found < 0 else found
+
+
+def _skip_string(text: str, i: int) -> int:
+    """Offset just past the string literal opening at ``i`` (tolerant of bad input)."""
+    quote = text[i]
+    if text.startswith(quote * 3, i):
+        end = text.find(quote * 3, i + 3)
+        return len(text) if end < 0 else end + 3
+    j = i + 1
+    while j < len(text) and text[j] not in (quote, "\n"):
+        j += 2 if quote == '"' and text[j] == "\\" else 1
+    return j + 1
+
+
+def _dotted(table: str, key: str) -> str:
+    return ".".join(part for part in (table, key) if part)
+
+
+class _Builder:
+    """Turns parsed TOML into specs, locating each semantic error in the text."""
+
+    def __init__(self, text: str, source: str, base_dir: Path) -> None:
+        self.text = text
+        self.source = source
+        self.base_dir = base_dir
+        self.seen_nodes: dict[str, str] = {}
+
+    def error(self, message: str, path: tuple[str, ...]) -> ConfigError:
+        line, column = locate_key(self.text, path)
+        return ConfigError(message, source=self.source, line=line, column=column,
+                           key=".".join(path), text=self.text)
+
+    def build(self, data: dict[str, Any]) -> GridTopology:
+        for key in data:
+            if key != "rm":
+                raise self.error(f"unknown top-level key {key!r} (expected [rm.<name>] tables)",
+                                 (key,))
+        rms = data.get("rm")
+        if not isinstance(rms, dict) or not rms:
+            raise self.error("no resource managers: add at least one [rm.<name>] table", ("rm",))
+        specs = {name: self.build_rm(name, body) for name, body in rms.items()}
+        return GridTopology(self.source, MappingProxyType(specs))
+
+    def check_name(self, name: str, what: str, path: tuple[str, ...]) -> None:
+        if not NAME_RE.match(name):
+            raise self.error(f"invalid {what} name {name!r}: use letters, digits, '_' and '-' "
+                             "(names become queue names)", path)
+
+    def build_rm(self, name: str, body: Any) -> ResourceManagerSpec:
+        path = ("rm", name)
+        self.check_name(name, "resource manager", path)
+        if not isinstance(body, dict):
+            raise self.error(f"resource manager {name!r} must be a table", path)
+        policy = body.get("policy_file")
+        if policy is not None and (not isinstance(policy, str) or not policy):
+            raise self.error("policy_file must be a non-empty string path", path + ("policy_file",))
+        nodes_body = body.get("node", {})
+        if not isinstance(nodes_body, dict):
+            raise self.error("'node' must hold [rm.<rm>.node.<name>] tables", path + ("node",))
+        attrs = self.attributes(body, path, skip={"policy_file", "node"})
+        nodes = tuple(self.build_node(name, n, b, attrs) for n, b in nodes_body.items())
+        if not nodes:
+            raise self.error(f"resource manager {name!r} has no nodes", path)
+        policy_path = None if policy is None else self._resolve(policy)
+        return ResourceManagerSpec(name, policy_path, nodes, MappingProxyType(attrs))
+
+    def _resolve(self, policy: str) -> Path:
+        p = Path(policy).expanduser()
+        return p if p.is_absolute() else self.base_dir / p
+
+    def build_node(self, rm: str, name: str, body: Any,
+                   inherited: Mapping[str, AttrValue]) -> NodeSpec:
+        path = ("rm", rm, "node", name)
+        self.check_name(name, "node", path)
+        if not isinstance(body, dict):
+            raise self.error(f"node {name!r} must be a table", path)
+        if name in self.seen_nodes:
+            raise self.error(f"duplicate node name {name!r} (already in resource manager "
+                             f"{self.seen_nodes[name]!r}; node names are grid-wide)", path)
+        self.seen_nodes[name] = rm
+        if "procs" not in body:
+            raise self.error(f"node {name!r} needs 'procs' (number of processors)", path)
+        res = {k: self.count(body.get(k, 0), path + (k,), minimum=1 if k == "procs" else 0)
+               for k in RESOURCE_KEYS}
+        features = self.features(body.get("features", []), path + ("features",))
+        attrs = dict(inherited)
+        attrs.update(self.attributes(body, path, skip=set(RESOURCE_KEYS) | {"features"}))
+        return NodeSpec(name, rm, res["procs"], res["memory_mb"], res["disk_mb"],
+                        res["swap_mb"], features, MappingProxyType(attrs))
+
+    def count(self, value: Any, path: tuple[str, ...], minimum: int) -> int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise self.error(f"{path[-1]} must be a whole number, got {value!r}", path)
+        if value < minimum:
+            raise self.error(f"{path[-1]} must be at least {minimum}, got {value}", path)
+        if value > RESOURCE_MAX:
+            raise self.error(f"{path[-1]} must be at most {RESOURCE_MAX}, got {value}", path)
+        return value
+
+    def features(self, value: Any, path: tuple[str, ...]) -> tuple[str, ...]:
+        if not isinstance(value, list) or not all(isinstance(f, str) and f for f in value):
+            raise self.error("features must be a list of non-empty strings", path)
+        return tuple(value)
+
+    def attributes(self, body: dict[str, Any], path: tuple[str, ...],
+                   skip: set[str]) -> dict[str, AttrValue]:
+        attrs: dict[str, AttrValue] = {}
+        for key, value in body.items():
+            if key in skip:
+                continue
+            if key in RESERVED_ATTRS:
+                raise self.error(f"attribute {key!r} is reserved (use memory_mb, disk_mb, "
+                                 "swap_mb, features)", path + (key,))
+            if not isinstance(value, (str, int, float, bool)):
+                raise self.error(f"attribute {key!r} must be a string, number or boolean, "
+                                 f"got {type(value).__name__}", path + (key,))
+            if isinstance(value, int) and not -2**63 <= value < 2**63:
+                raise self.error(f"attribute {key!r} is out of range (TOML integers are "
+                                 "64-bit)", path + (key,))
+            attrs[key] = value
+        return attrs
+
+
+# --- locating keys in TOML text (tomllib reports positions only for syntax errors) ---
+
+_KEY_PART = re.compile(r'\s*("(?:[^"\\]|\\.)*"|\'[^\']*\'|[A-Za-z0-9_-]+)\s*')
+
+
+def _split_key(raw: str) -> tuple[str, ...] | None:
+    """``a."b.c".d`` -> ("a", "b.c", "d"); None if not a plain dotted key."""
+    parts: list[str] = []
+    pos = 0
+    while True:
+        m = _KEY_PART.match(raw, pos)
+        if not m:
+            return None
+        token = m.group(1)
+        parts.append(token[1:-1] if token[0] in "\"'" else token)
+        pos = m.end()
+        if pos == len(raw):
+            return tuple(parts)
+        if raw[pos] != ".":
+            return None
+        pos += 1
+
+
+def locate_key(text: str, path: tuple[str, ...]) -> tuple[int | None, int | None]:
+    """1-based (line, column) where the deepest prefix of ``path`` is declared.
+
+    Table headers and ``key = value`` lines are followed; for a key declared
+    twice (a duplicate node), the last declaration wins.
+    """
+    table: tuple[str, ...] = ()
+    best = (0, None, None)
+    for lineno, line in enumerate(text.splitlines(), start=1):
+        stripped = line.strip()
+        if not stripped or stripped.startswith("#"):
+            continue
+        indent = len(line) - len(line.lstrip())
+        if stripped.startswith("["):
+            inner = stripped.lstrip("[").split("]", 1)[0]
+            table = _split_key(inner) or ()
+            full, column = table, indent + 1
+        elif "=" in stripped:
+            key = _split_key(stripped.split("=", 1)[0].rstrip())
+            if key is None:
+                continue
+            full, column = table + key, indent + 1
+        else:
+            continue
+        depth = _common_prefix(full, path)
+        exact = depth == len(full)
+        # a deeper header such as [rm.a.node.n] also declares rm.a: first one counts
+        implied = depth == len(path) and depth > best[0]
+        if depth > 0 and (implied or (exact and depth >= best[0])):
+            best = (depth, lineno, column)
+            inline = _inline_column(line, path[depth:])
+            if inline is not None:
+                best = (depth + 1, lineno, inline)
+    return best[1], best[2]
+
+
+def _common_prefix(a: tuple[str, ...], b: tuple[str, ...]) -> int:
+    n = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+def _inline_column(line: str, rest: tuple[str, ...]) -> int | None:
+    """Column of ``rest[0] =`` inside an inline table on ``line``, if present."""
+    if not rest or "{" not in line:
+        return None
+    m = re.search(r"[{,]\s*(" + re.escape(rest[0]) + r")\s*=", line)
+    return m.start(1) + 1 if m else None

@@ -1,0 +1,212 @@
+"""Grid topology TOML: the example files, lookups, and located errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings as hsettings, strategies as st
+
+from grid_tasks.errors import ConfigError, NotFoundError
+from grid_tasks.topology import GridTopology, load_topology, locate_key, parse_topology
+
+REPO = Path(__file__).resolve().parent.parent
+CONFIG = REPO / "config"
+
+GOOD = """\
+[rm.rmA]
+policy_file = "policies/a.cfg"
+site = "north"
+
+[rm.rmA.node.n1]
+procs = 4
+memory_mb = 1024
+features = ["fast"]
+arch = "x86_64"
+
+[rm.rmB.node.n2]
+procs = 2
+site = "south"
+"""
+
+
+@pytest.mark.parametrize("name", ["grid.toml", "demo-grid.toml"])
+def test_example_files_have_two_rms_with_two_nodes(name):
+    topo = load_topology(CONFIG / name)
+    assert set(topo.rms) == {"rmA", "rmB"}
+    for rm in topo.rms.values():
+        assert len(rm.nodes) == 2
+        assert rm.policy_file == CONFIG / "maui.cfg"
+    names = [n.name for n in topo.iter_nodes()]
+    assert len(names) == len(set(names)) == 4
+
+
+def test_parse_builds_specs_with_inherited_attributes(tmp_path):
+    topo = parse_topology(GOOD, "g.toml", base_dir=tmp_path)
+    assert isinstance(topo, GridTopology)
+    n1 = topo.node("rmA", "n1")
+    assert (n1.procs, n1.memory_mb, n1.disk_mb, n1.swap_mb) == (4, 1024, 0, 0)
+    assert n1.features == ("fast",)
+    assert topo.rm("rmA").policy_file == tmp_path / "policies" / "a.cfg"
+    assert topo.rm("rmB").policy_file is None
+    q = n1.query_attributes()
+    assert q == {"name": "n1", "rm": "rmA", "procs": 4, "memory": 1024, "disk": 0,
+                 "swap": 0, "features": ["fast"], "site": "north", "arch": "x86_64"}
+    # a node's own attribute overrides its resource manager's
+    assert topo.node("rmB", "n2").query_attributes()["site"] == "south"
+
+
+def test_specs_are_hashable_and_compare_by_value():
+    a, b = parse_topology(GOOD), parse_topology(GOOD)
+    assert a == b
+    nodes = {n: n.name for n in a.iter_nodes()}
+    assert nodes[b.node("rmA", "n1")] == "n1"
+    assert len({a.rm("rmA"), b.rm("rmA")}) == 1
+
+
+def test_unknown_names_raise_not_found():
+    topo = parse_topology(GOOD)
+    with pytest.raises(NotFoundError, match="unknown resource manager 'rmZ'.*rmA, rmB"):
+        topo.rm("rmZ")
+    with pytest.raises(NotFoundError, match="unknown node 'n9'.*'rmA'.*n1"):
+        topo.node("rmA", "n9")
+    with pytest.raises(NotFoundError):
+        topo.node("rmA", "n2")  # exists, but in rmB
+
+
+BAD = [
+    # (text, line, key, words)
+    ("[rm.a.node.n]\nprocs = -1\n", 2, "rm.a.node.n.procs", "at least 1"),
+    ("[rm.a.node.n]\nprocs = 2\nmemory_mb = \"lots\"\n", 3, "rm.a.node.n.memory_mb",
+     "whole number"),
+    ("[rm.a.node.n]\nprocs = 2.5\n", 2, "rm.a.node.n.procs", "whole number"),
+    ("[rm.a.node.n]\nprocs = true\n", 2, "rm.a.node.n.procs", "whole number"),
+    ("[rm.a.node.n]\nprocs = 1\n\n[rm.b.node.n]\nprocs = 2\n", 4, "rm.b.node.n", "duplicate"),
+    ("[rm.a.node.n]\nmemory_mb = 2\n", 1, "rm.a.node.n", "needs 'procs'"),
+    ("[rm.a.node.n]\nprocs = 1\nswap_mb = -5\n", 3, "rm.a.node.n.swap_mb", "at least 0"),
+    ("[rm.a.node.n]\nprocs = 1\nfeatures = \"fast\"\n", 3, "rm.a.node.n.features", "list"),
+    ("[rm.a.node.n]\nprocs = 1\nmemory = 4\n", 3, "rm.a.node.n.memory", "reserved"),
+    ("[rm.a.node.n]\nprocs = 1\nextra = [1, 2]\n", 3, "rm.a.node.n.extra", "string, number"),
+    ("[rm.\"a.b\".node.n]\nprocs = 1\n", 1, "rm.a.b", "invalid resource manager name"),
+    ("[rm.a]\npolicy_file = 3\n[rm.a.node.n]\nprocs = 1\n", 2, "rm.a.policy_file",
+     "policy_file"),
+    ("[rm.a]\nsite = 'x'\n", 1, "rm.a", "no nodes"),
+    ("[grid]\nname = 'x'\n", 1, "grid", "unknown top-level key"),
+    ("# empty\n", None, "rm", "no resource managers"),
+    ("[rm.a]\nnode = { n = { procs = 0 } }\n", 2, "rm.a.node.n.procs", "at least 1"),
+]
+
+
+@pytest.mark.parametrize("text, line, key, words", BAD)
+def test_semantic_errors_name_file_line_and_key(text, line, key, words):
+    with pytest.raises(ConfigError) as info:
+        parse_topology(text, "bad.toml")
+    err = info.value
+    assert err.source == "bad.toml"
+    assert err.line == line
+    assert err.key == key
+    assert words in err.message
+    one_line = str(err)
+    assert "\n" not in one_line and one_line.startswith("bad.toml")
+
+
+def test_syntax_error_reports_line_and_column(tmp_path):
+    path = tmp_path / "broken.toml"
+    path.write_text("[rm.a.node.n]\nprocs = 1\nfeatures = [\"x\"\n")
+    with pytest.raises(ConfigError) as info:
+        load_topology(path)
+    assert info.value.source == str(path)
+    assert info.value.line == 3  # the unclosed array runs to the end of the file
+    assert info.value.column is not None
+    assert "TOML syntax error" in str(info.value)
+    assert "^" in info.value.pretty()
+
+
+def test_duplicate_table_is_a_located_error():
+    with pytest.raises(ConfigError) as info:
+        parse_topology("[rm.a.node.n]\nprocs = 1\n[rm.a.node.n]\nprocs = 2\n", "d.toml")
+    assert info.value.line == 3
+
+
+def test_missing_file_is_a_config_error(tmp_path):
+    with pytest.raises(ConfigError, match="not found"):
+        load_topology(tmp_path / "nope.toml")
+
+
+names = st.from_regex(r"[a-z][a-z0-9_-]{0,8}", fullmatch=True)
+
+
+@hsettings(max_examples=40, deadline=None)
+@given(st.dictionaries(names, st.integers(min_value=-3, max_value=64), min_size=1,
+                       max_size=5))
+def test_procs_accepted_iff_positive_and_error_line_points_at_it(procs):
+    text = "".join(f"[rm.r.node.{n}]\nprocs = {p}\n\n" for n, p in procs.items())
+    if all(p >= 1 for p in procs.values()):
+        topo = parse_topology(text)
+        assert {n.name: n.procs for n in topo.iter_nodes()} == procs
+        return
+    with pytest.raises(ConfigError) as info:
+        parse_topology(text)
+    first_bad = next(i for i, p in enumerate(procs.values()) if p < 1)
+    assert info.value.line == 3 * first_bad + 2
+    assert text.splitlines()[info.value.line - 1].startswith("procs")
+
+
+def test_locate_key_handles_dotted_keys():
+    text = "[rm.a]\nnode.n.procs = 1\n"
+    assert locate_key(text, ("rm", "a", "node", "n", "procs")) == (2, 1)
+    assert locate_key(text, ("other",)) == (None, None)
+
+
+# --- hostile values: tomllib's recursion and int() digit limit, located by us ---
+
+HUGE = "9" * 4301
+
+
+def _position(text, culprit):
+    offset = text.index(culprit)
+    return text.count("\n", 0, offset) + 1, offset - (text.rfind("\n", 0, offset) + 1) + 1
+
+
+@pytest.mark.parametrize(("text", "culprit", "key"), [
+    (f"[rm.a.node.n]\nprocs = {HUGE}\n", HUGE, "rm.a.node.n.procs"),
+    (f"[rm.a]\n# [[[ {{{{ \"\nsite = \"x = [[[\"\n[rm.a.node.n]\nprocs = 1\nbig = {HUGE}\n",
+     HUGE, "rm.a.node.n.big"),
+    (f"[rm.a.node.n]\nprocs = 1\nattrs = {{ k = {HUGE} }}\n", HUGE, "rm.a.node.n.attrs"),
+    # the caret sits on the 101st open bracket: the outer '[' of line 2 is the first
+    ("[[rm]]\nx = [\n  " + "[" * 3000 + "]" * 3000 + "\n]\n", (3, 2 + 100), "rm.x"),
+    ("a = " + "{b=" * 3000 + "1" + "}" * 3000 + "\n", (1, 5 + 3 * 100), "a"),
+], ids=["procs", "after-strings-and-comments", "inline-table", "deep-array", "deep-table"])
+def test_hostile_values_are_located_config_errors(text, culprit, key):
+    with pytest.raises(ConfigError) as info:
+        parse_topology(text, "grid.toml")
+    err = info.value
+    where = culprit if isinstance(culprit, tuple) else _position(text, culprit)
+    assert (err.line, err.column) == where and err.key == key
+    expected = "nested more than 100 levels" if isinstance(culprit, tuple) else "4301 digits"
+    assert expected in err.message
+    assert err.pretty().splitlines()[-1].endswith("^")
+
+
+def test_resource_counts_fit_a_32_bit_sql_integer():
+    parse_topology("[rm.a.node.n]\nprocs = 2147483647\nmemory_mb = 2147483647\n")
+    with pytest.raises(ConfigError) as info:
+        parse_topology("[rm.a.node.n]\nprocs = 1\nmemory_mb = 2147483648\n")
+    assert info.value.key == "rm.a.node.n.memory_mb" and info.value.line == 3
+    assert "at most 2147483647" in info.value.message
+
+
+def test_integer_attributes_are_64_bit_as_toml_says():
+    topo = parse_topology("[rm.a.node.n]\nprocs = 1\nx = 9223372036854775807\n")
+    assert topo.node("a", "n").attributes["x"] == 2**63 - 1
+    with pytest.raises(ConfigError) as info:
+        parse_topology("[rm.a.node.n]\nprocs = 1\nx = 9223372036854775808\n")
+    assert info.value.key == "rm.a.node.n.x" and info.value.line == 3
+
+
+def test_moderate_nesting_still_parses_to_the_usual_error():
+    # 50 levels is legal TOML: tomllib reads it and the builder refuses the list
+    text = "[rm.a.node.n]\nprocs = 1\nx = " + "[" * 50 + "]" * 50 + "\n"
+    with pytest.raises(ConfigError, match="must be a string, number or boolean") as info:
+        parse_topology(text)
+    assert info.value.line == 3
