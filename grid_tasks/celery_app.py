@@ -1,0 +1,286 @@
+"""The one Celery application of grid_tasks, its queues and routes.
+
+Queues:
+
+* ``scheduler`` (:data:`SCHEDULER_QUEUE`) - Maui iterations, brokers, DUROC chord
+  bodies and Celery's own ``celery.accumulate`` / ``celery.chord_unlock``;
+* ``gram.<rm>`` (:func:`gatekeeper_queue`) - the GRAM gatekeeper of one resource manager;
+* ``node.<rm>.<node>`` (:func:`node_queue`) - one node daemon.
+
+Routing is by task name and, for node and gatekeeper tasks, by the ``rm`` and
+``node`` keyword arguments (see :class:`GridRouter`), so callers write
+``task.apply_async(kwargs={"rm": "rmA", "node": "node1", ...})`` and never spell a queue.
+
+Tasks live in ``grid_tasks/<subpackage>/tasks.py``; every such module is
+included automatically.  Tasks that launch processes must be idempotent and
+declared with ``**LAUNCH_CRITICAL`` (acks late, rejected on worker loss): with
+the broker transport options below, a task whose worker dies comes back
+within about ``visibility_timeout + 5`` seconds.
+
+Run a worker with ``celery -A grid_tasks.celery_app worker`` (settings from
+``GRID_TASKS_*``) or, better, ``grid-tasks worker``.
+"""
+
+from __future__ import annotations
+
+import pkgutil
+import re
+from pathlib import Path
+from typing import Any
+
+from celery import Celery
+from celery.signals import beat_init
+
+from grid_tasks.errors import GridTasksError
+from grid_tasks.settings import Settings
+
+SCHEDULER_QUEUE = "scheduler"
+_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*$")
+
+#: Task options for launch-critical tasks: ``@app.task(**LAUNCH_CRITICAL)``.
+LAUNCH_CRITICAL: dict[str, Any] = {"acks_late": True, "reject_on_worker_lost": True}
+
+# Seconds between kombu's scans for unacked messages whose visibility timeout
+# passed.  kombu's default (10 s x throttle 10) would leave a lost task lost for
+# ~100 s; this brings it back within visibility_timeout + 5 s.
+UNACKED_RESTORE_INTERVAL = 5
+
+
+def restore_interval(visibility_timeout: float) -> int:
+    """Scan period for lost tasks: 5 s, or less for (test-sized) short visibility timeouts."""
+    return max(1, min(UNACKED_RESTORE_INTERVAL, int(visibility_timeout // 2)))
+
+
+class QueueNameError(GridTasksError, ValueError):
+    """A resource manager or node name that cannot be part of a queue name."""
+
+
+def _check(kind: str, name: str) -> str:
+    if not isinstance(name, str) or not _NAME_RE.match(name):
+        raise QueueNameError(f"invalid {kind} name {name!r}: use letters, digits, '_' and '-'")
+    return name
+
+
+def gatekeeper_queue(rm: str) -> str:
+    """The queue of resource manager ``rm``'s GRAM gatekeeper: ``gram.<rm>``."""
+    return f"gram.{_check('resource manager', rm)}"
+
+
+def node_queue(rm: str, node: str) -> str:
+    """The queue of one node daemon: ``node.<rm>.<node>``."""
+    return f"node.{_check('resource manager', rm)}.{_check('node', node)}"
+
+
+def readable(verb: str, *, job: object = None, rm: str | None = None,
+             node: str | None = None, **details: object) -> dict[str, str]:
+    """``shadow``/``argsrepr`` options so Flower shows what a task does.
+
+    >>> readable("launch", job=42, rm="rmA", node="node1")["shadow"]
+    'launch job 42 on rmA/node1'
+    """
+    words = [verb]
+    if job is not None:
+        words.append(f"job {job}")
+    where = "/".join(p for p in (rm, node) if p)
+    if where:
+        words.append(f"on {where}")
+    shown: dict[str, object] = {k: v for k, v in (("job", job), ("rm", rm), ("node", node))
+                                if v is not None}
+    shown.update(details)
+    args = ", ".join(f"{k}={v!r}" for k, v in shown.items())
+    return {"shadow": " ".join(words), "argsrepr": f"({args})", "kwargsrepr": "{}"}
+
+
+#: Tasks outside ``grid_tasks.gram`` that run at a resource manager's gatekeeper
+#: (routed to ``gram.<rm>`` by their ``rm`` keyword argument).
+GATEKEEPER_TASKS: frozenset[str] = frozenset({"grid_tasks.duroc.tasks.watch_subjob"})
+
+
+class GridRouter:
+    """Routes tasks by module and by their ``rm``/``node`` keyword arguments.
+
+    * ``grid_tasks.node.*`` and any task given both ``rm`` and ``node`` -> node queue;
+    * ``grid_tasks.gram.*`` given ``rm`` -> gatekeeper queue;
+    * Celery's chord helpers and everything else -> scheduler queue.
+    """
+
+    def __call__(self, name: str, args: Any, kwargs: Any, options: Any,
+                 task: Any = None, **_: Any) -> dict[str, str] | None:
+        kwargs = kwargs or {}
+        rm, node = kwargs.get("rm"), kwargs.get("node")
+        if name.startswith("grid_tasks.node.") and rm and node:
+            return {"queue": node_queue(rm, node)}
+        if (name.startswith("grid_tasks.gram.") or name in GATEKEEPER_TASKS) and rm:
+            if node and kwargs.get("on_node", False):
+                return {"queue": node_queue(rm, node)}
+            return {"queue": gatekeeper_queue(rm)}
+        return None  # falls through to task_routes, then the default queue
+
+
+TASK_ROUTES: list[Any] = [
+    GridRouter(),
+    {
+        "celery.accumulate": {"queue": SCHEDULER_QUEUE},
+        "celery.chord_unlock": {"queue": SCHEDULER_QUEUE},
+        "celery.backend_cleanup": {"queue": SCHEDULER_QUEUE},
+        "grid_tasks.*": {"queue": SCHEDULER_QUEUE},
+    },
+]
+
+
+#: Task modules not named ``tasks`` (the RM side of the metascheduler protocol).
+EXTRA_TASK_MODULES: tuple[str, ...] = ("grid_tasks.broker.rm_tasks",)
+
+
+def task_modules() -> list[str]:
+    """Every ``grid_tasks.<subpackage>.tasks`` module present, found without importing,
+    plus :data:`EXTRA_TASK_MODULES`."""
+    root = Path(__file__).resolve().parent
+    found = list(EXTRA_TASK_MODULES)
+    for info in pkgutil.iter_modules([str(root)]):
+        if info.ispkg and ((root / info.name / "tasks.py").exists()
+                           or (root / info.name / "tasks" / "__init__.py").exists()):
+            found.append(f"grid_tasks.{info.name}.tasks")
+    return sorted(found)
+
+
+#: Periodic per-RM tasks: task name -> seconds between runs.  Beat sends each one
+#: for every resource manager of the topology, with ``kwargs={"rm": <name>}``.
+PERIODIC: dict[str, float] = {}
+
+
+def register_periodic(task_name: str, every: float) -> None:
+    """Have beat run ``task_name`` every ``every`` seconds for each resource manager.
+
+    Call it at import time of the task module (e.g. the Maui iteration per RM).
+    """
+    if every <= 0:
+        raise GridTasksError(f"periodic task {task_name!r}: interval must be positive")
+    PERIODIC[task_name] = float(every)
+
+
+def beat_schedule(topology: Any) -> dict[str, dict[str, Any]]:
+    """Beat entries: every :data:`PERIODIC` task once per resource manager."""
+    entries: dict[str, dict[str, Any]] = {}
+    for task_name, every in sorted(PERIODIC.items()):
+        verb = task_name.rsplit(".", 1)[-1].replace("_", " ")
+        for rm in topology.rms:
+            entries[f"{task_name}[{rm}]"] = {
+                "task": task_name, "schedule": every, "kwargs": {"rm": rm},
+                "options": {**readable(verb, rm=rm), "expires": every},
+            }
+    return entries
+
+
+def _install_beat_schedule(sender: Any = None, **_: Any) -> None:
+    """At beat start (task modules imported by then), add the per-RM entries."""
+    from grid_tasks.topology import load_topology
+
+    settings = getattr(sender.app, "grid_settings", None) or Settings.from_env()
+    try:
+        topology = load_topology(settings.topology_file)
+    except GridTasksError as exc:
+        import logging
+
+        logging.getLogger(__name__).error("beat: no per-RM schedule: %s", exc)
+        return
+    sender.scheduler.update_from_dict(beat_schedule(topology))
+
+
+def security_config(settings: Settings) -> dict[str, Any]:
+    """Signing (``auth`` serializer) and ``rediss://`` TLS options for ``settings``."""
+    from grid_tasks.security.config import is_tls_url
+    from grid_tasks.security.signing import signing_config
+
+    conf = signing_config(settings.signing)
+    if is_tls_url(settings.broker_url):
+        conf["broker_use_ssl"] = settings.redis_tls.redis_kwargs()
+    if is_tls_url(settings.result_backend):
+        conf["redis_backend_use_ssl"] = settings.redis_tls.redis_kwargs()
+    return conf
+
+
+def celery_config(settings: Settings) -> dict[str, Any]:
+    """The Celery configuration for ``settings`` (a plain dict, easy to inspect in tests)."""
+    transport = {
+        "visibility_timeout": max(1, int(settings.visibility_timeout)),
+        "unacked_restore_interval": restore_interval(settings.visibility_timeout),
+        "unacked_restore_throttle": 1,
+    }
+    conf = {
+        "broker_url": settings.broker_url,
+        "result_backend": settings.result_backend,
+        "task_serializer": "json",
+        "result_serializer": "json",
+        "accept_content": ["json"],
+        "result_accept_content": ["json"],
+        "task_default_queue": SCHEDULER_QUEUE,
+        "task_routes": TASK_ROUTES,
+        "task_acks_late": False,  # opt in per task with LAUNCH_CRITICAL
+        "task_reject_on_worker_lost": False,
+        "task_track_started": True,
+        "task_send_sent_event": True,
+        "worker_send_task_events": True,
+        "worker_prefetch_multiplier": 1,  # one reserved launch at a time per slot
+        "broker_transport_options": transport,
+        "result_backend_transport_options": {"visibility_timeout": transport["visibility_timeout"]},
+        "broker_connection_retry_on_startup": True,
+        "broker_connection_max_retries": 3,
+        # Survive a Redis restart: Celery's reconnect path crashes kombu's Redis
+        # transport when deliveries are unacknowledged (see grid_tasks.node.consumer).
+        "worker_consumer": "grid_tasks.node.consumer:ResilientConsumer",
+        "result_expires": 24 * 3600,
+        "enable_utc": True,
+        "timezone": "UTC",
+        "worker_hijack_root_logger": False,
+    }
+    conf.update(security_config(settings))
+    return conf
+
+
+def create_app(settings: Settings | None = None, *, main: str = "grid_tasks") -> Celery:
+    """A configured Celery app for ``settings`` (default: from the environment)."""
+    settings = settings or Settings.from_env()
+    app = Celery(main, set_as_current=False)
+    app.conf.update(celery_config(settings))
+    app.conf.update(include=task_modules())
+    app.grid_settings = settings  # type: ignore[attr-defined]
+    from grid_tasks.security.signing import setup_signing
+
+    setup_signing(app, settings.signing)  # process-wide: refuses unsigned messages
+    # Node daemon lifecycle (registration, heartbeats) hooks into worker signals.
+    from grid_tasks.node import daemon
+
+    daemon.install(app)
+    return app
+
+
+beat_init.connect(_install_beat_schedule, weak=False, dispatch_uid="grid_tasks.beat_schedule")
+
+app: Celery = create_app()
+app.set_current()
+
+
+def check_connectivity(settings: Settings, timeout: float = 3.0) -> None:
+    """Fail fast with a one-line :class:`ConnectivityError` if broker or Redis is unreachable."""
+    import kombu
+
+    from grid_tasks.errors import ConnectivityError
+    from grid_tasks.security.config import is_tls_url
+    from grid_tasks.security.connections import check_redis
+
+    ssl_opts = settings.redis_tls.redis_kwargs() if is_tls_url(settings.broker_url) else False
+    conn = kombu.Connection(settings.broker_url, connect_timeout=timeout, ssl=ssl_opts)
+    try:
+        conn.ensure_connection(max_retries=1, interval_start=0, timeout=timeout)
+    except Exception as exc:  # kombu raises transport-specific errors
+        raise ConnectivityError(f"cannot reach the broker at {conn.as_uri()}: "
+                                f"{_first_line(exc)}") from None
+    finally:
+        conn.release()
+    check_redis(settings, settings.redis_url, timeout)
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip() or type(exc).__name__
+    return text.splitlines()[0]

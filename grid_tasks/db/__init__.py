@@ -1,0 +1,87 @@
+"""Durable state of grid_tasks in SQL (SQLite by default, PostgreSQL in production).
+
+Models are SQLAlchemy 2 typed declarative classes; the schema is managed by the
+Alembic migrations shipped in this package (:func:`migrate`).  Engines are made
+lazily per process (:func:`get_engine`), so forked Celery workers never share a
+connection pool.  Typical use::
+
+    from grid_tasks.db import get_engine, migrate, session_factory, session_scope
+    migrate(url)
+    factory = session_factory(get_engine(url))
+    with session_scope(factory) as session:
+        record_transition(session, job_id, JobState.ACTIVE, "started", at=now)
+
+Concurrency: jobs and coallocated jobs carry an optimistic version counter, so
+two sessions that read the same row and both write it cannot both win; the
+loser gets :class:`ConcurrentUpdateError` and should reload and decide again.
+``repository.get_job(..., for_update=True)`` adds a row lock on PostgreSQL for
+callers that prefer to wait.  Domain times (``at``, ``when``) are always
+arguments; the SQL layer reads the clock only for created/updated bookkeeping.
+"""
+
+from . import repository
+from .engine import default_url, dispose_engines, get_engine, make_engine, mask_url
+from .engine import session_factory, session_scope
+from .errors import (
+    ConcurrentUpdateError,
+    DatabaseError,
+    InvalidTransitionError,
+    MigrationError,
+    RecordError,
+)
+from .migrations import current_revision, downgrade, head_revision, migrate, schema_drift
+from .models import (
+    ACL_KEYS,
+    AccountingRecord,
+    BarrierState,
+    Base,
+    CoallocatedJob,
+    Job,
+    JobStateHistory,
+    Node,
+    Reservation,
+    ReservationKind,
+    ResourceManager,
+    Subjob,
+)
+from .nodes import RESOURCE_KEYS, SyncReport, get_node, record_node_seen, sync_topology
+from .transitions import check_transition, record_transition
+
+__all__ = [
+    "ACL_KEYS",
+    "AccountingRecord",
+    "BarrierState",
+    "Base",
+    "CoallocatedJob",
+    "ConcurrentUpdateError",
+    "DatabaseError",
+    "InvalidTransitionError",
+    "Job",
+    "JobStateHistory",
+    "MigrationError",
+    "Node",
+    "RESOURCE_KEYS",
+    "RecordError",
+    "Reservation",
+    "ReservationKind",
+    "ResourceManager",
+    "Subjob",
+    "SyncReport",
+    "check_transition",
+    "current_revision",
+    "default_url",
+    "dispose_engines",
+    "downgrade",
+    "get_engine",
+    "get_node",
+    "head_revision",
+    "make_engine",
+    "mask_url",
+    "migrate",
+    "record_node_seen",
+    "record_transition",
+    "repository",
+    "schema_drift",
+    "session_factory",
+    "session_scope",
+]

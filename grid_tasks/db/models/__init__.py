@@ -1,0 +1,25 @@
+"""The SQL models of grid_tasks: import from here (or from :mod:`grid_tasks.db`)."""
+
+from .accounting import AccountingRecord
+from .base import NAMING_CONVENTION, Base, EnumText, UTCDateTime
+from .jobs import BarrierState, CoallocatedJob, Job, JobStateHistory, Subjob
+from .reservations import ACL_KEYS, Reservation, ReservationKind
+from .resources import Node, ResourceManager
+
+__all__ = [
+    "ACL_KEYS",
+    "AccountingRecord",
+    "BarrierState",
+    "Base",
+    "CoallocatedJob",
+    "EnumText",
+    "Job",
+    "JobStateHistory",
+    "NAMING_CONVENTION",
+    "Node",
+    "Reservation",
+    "ReservationKind",
+    "ResourceManager",
+    "Subjob",
+    "UTCDateTime",
+]

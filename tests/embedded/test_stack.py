@@ -1,0 +1,134 @@
+"""The embedded stack in-process: all nodes up, Flower behind basic auth, nothing left."""
+
+from __future__ import annotations
+
+import base64
+import json
+import sys
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+
+from grid_tasks.embedded.stack import EmbeddedStack, StackOptions
+from grid_tasks.embedded.supervisor import ChildFailed, leftover
+from grid_tasks.errors import ConfigError
+from grid_tasks.states import NodeState
+from tests.conftest import DEMO_TOPOLOGY
+
+
+def _get(url: str, auth: str | None = None) -> tuple[int, bytes]:
+    req = urllib.request.Request(url)
+    if auth:
+        req.add_header("Authorization", "Basic " + base64.b64encode(auth.encode()).decode())
+    try:
+        with urllib.request.urlopen(req, timeout=5) as resp:
+            return resp.status, resp.read()
+    except urllib.error.HTTPError as err:
+        return err.code, b""
+    except (urllib.error.URLError, ConnectionError):
+        return 0, b""
+
+
+def test_stack_with_flower(tmp_path):
+    stack = EmbeddedStack(StackOptions(topology_file=DEMO_TOPOLOGY, state_dir=tmp_path / "s",
+                                       flower=True, heartbeat_interval=0.5))
+    stack.start()
+    pids = stack.pids()
+    try:
+        statuses = stack.registry().list_nodes(stack.topology)
+        assert [s.state for s in statuses] == [NodeState.IDLE] * 4
+        assert stack.settings.redis_url.startswith("redis://:")  # password set
+        api = stack.flower_url + "api/workers?refresh=1"
+        deadline = time.monotonic() + 30
+        while _get(api)[0] == 0:  # Flower still starting
+            assert time.monotonic() < deadline, "Flower never answered"
+            time.sleep(0.2)
+        assert _get(api)[0] == 401
+        assert _get(api, "admin:wrong")[0] == 401
+        code, body = _get(api, stack.flower_auth)
+        assert code == 200
+        # Flower learns workers from inspect replies; give it a few refreshes.
+        while not any(name.startswith("node1.rmA@") for name in json.loads(body or b"{}")):
+            assert time.monotonic() < deadline, body
+            time.sleep(0.3)
+            body = _get(api, stack.flower_auth)[1]
+        _flower_shows_readable_task_names(stack, deadline)
+    finally:
+        stack.stop()
+    assert leftover(pids) == []
+
+
+def _flower_shows_readable_task_names(stack: EmbeddedStack, deadline: float) -> None:
+    from grid_tasks.celery_app import create_app
+    from grid_tasks.node.tasks import NODE_CHECK, check_options
+
+    app = create_app(stack.settings)
+    try:
+        result = app.send_task(NODE_CHECK, **check_options("rmA", "node1"))
+        result.get(timeout=20)
+    finally:
+        app.close()
+    url = stack.flower_url + f"api/task/info/{result.id}"
+    while True:
+        code, body = _get(url, stack.flower_auth)
+        info = json.loads(body) if code == 200 else {}
+        if info.get("state") == "SUCCESS":
+            break
+        assert time.monotonic() < deadline, (code, body)
+        time.sleep(0.3)
+    assert info["name"] == "check node on rmA/node1"
+    assert info["args"] == "(rm='rmA', node='node1')"
+    assert info["worker"].startswith("node1.rmA@")
+
+
+def test_crashing_daemon_fails_start_and_cleans_up(tmp_path):
+    # A daemon that dies at start must end start() at once with its log, not a timeout.
+    stack = EmbeddedStack(StackOptions(topology_file=DEMO_TOPOLOGY, state_dir=tmp_path / "s",
+                                       start_timeout=20))
+    stack._spawn_workers = lambda: stack.supervisor.spawn(  # type: ignore[method-assign]
+        "broken", [sys.executable, "-c", "raise SystemExit('no luck')"])
+    started = time.monotonic()
+    with pytest.raises(ChildFailed, match="broken exited with code 1: no luck"):
+        stack.start()
+    assert time.monotonic() - started < 10
+    assert stack.supervisor.children == []
+    assert stack.redis.process is None
+
+
+def test_bad_topology_is_refused_before_anything_starts(tmp_path):
+    bad = tmp_path / "grid.toml"
+    bad.write_text("[rm.a.node.n]\nprocs = 0\n")
+    with pytest.raises(ConfigError, match="procs must be at least 1"):
+        EmbeddedStack(StackOptions(topology_file=bad, state_dir=tmp_path / "s"))
+
+
+def test_stack_runs_ha_beats_and_serves_metrics(tmp_path):
+    """`grid-tasks up`: no beat embedded in the scheduler worker, two HA beats (one leads),
+    the /metrics endpoint up while the stack runs and gone after stop()."""
+    from grid_tasks.ha.status import read_status
+
+    stack = EmbeddedStack(StackOptions(topology_file=DEMO_TOPOLOGY, state_dir=tmp_path / "s",
+                                       heartbeat_interval=0.5))
+    stack.start()
+    pids, url = stack.pids(), None
+    try:
+        children = {c.name: c for c in stack.supervisor.children}
+        assert {"beat-a", "beat-b"} <= set(children)
+        assert "--beat" not in children["scheduler"].process.args
+        url = stack.metrics_url
+        code, body = _get(url)
+        assert code == 200 and b"grid_tasks_" in body
+        import redis
+
+        client = redis.Redis.from_url(stack.settings.redis_url)
+        deadline = time.monotonic() + 30
+        while read_status(client).leader is None:  # one of the two takes the lease
+            assert time.monotonic() < deadline, "no beat leads"
+            time.sleep(0.2)
+        client.close()
+    finally:
+        stack.stop()
+    assert leftover(pids) == []
+    assert _get(url)[0] == 0 and stack.metrics_url is None

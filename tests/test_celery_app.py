@@ -1,0 +1,151 @@
+"""The Celery app: queue names, routes, reliability settings, readable task names."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from grid_tasks.celery_app import (
+    LAUNCH_CRITICAL, SCHEDULER_QUEUE, QueueNameError, celery_config, check_connectivity,
+    gatekeeper_queue, node_queue, readable, task_modules,
+)
+from grid_tasks.errors import ConnectivityError, GridTasksError
+from grid_tasks.node.tasks import NODE_CHECK, check_options
+from grid_tasks.settings import Settings
+
+
+def test_queue_names():
+    assert gatekeeper_queue("rmA") == "gram.rmA"
+    assert node_queue("rmA", "node1") == "node.rmA.node1"
+    assert SCHEDULER_QUEUE == "scheduler"
+
+
+@pytest.mark.parametrize("rm, node", [("rm.A", "n"), ("rmA", "no de"), ("", "n"), ("rmA", "")])
+def test_bad_names_are_typed_errors(rm, node):
+    with pytest.raises(QueueNameError) as info:
+        node_queue(rm, node)
+    assert isinstance(info.value, GridTasksError)
+
+
+def _route(app, name, **kwargs):
+    return app.amqp.router.route({}, name, args=(), kwargs=kwargs)["queue"].name
+
+
+def test_routes(celery_app_factory):
+    app = celery_app_factory()
+    assert _route(app, NODE_CHECK, rm="rmB", node="node3") == "node.rmB.node3"
+    assert _route(app, "grid_tasks.gram.tasks.submit", rm="rmA", job=1) == "gram.rmA"
+    assert _route(app, "grid_tasks.gram.tasks.launch", rm="rmA", node="node2",
+                  on_node=True) == "node.rmA.node2"
+    for name in ("celery.accumulate", "celery.chord_unlock", "grid_tasks.maui.tasks.iterate",
+                 "grid_tasks.duroc.tasks.release", "some.other.task"):
+        assert _route(app, name) == SCHEDULER_QUEUE
+
+
+def test_config_is_json_only_and_restores_lost_tasks_within_a_minute():
+    s = Settings.from_env({"GRID_TASKS_VISIBILITY_TIMEOUT": "30"})
+    conf = celery_config(s)
+    assert conf["accept_content"] == ["json"] == conf["result_accept_content"]
+    assert conf["task_serializer"] == conf["result_serializer"] == "json"
+    t = conf["broker_transport_options"]
+    worst = t["visibility_timeout"] + t["unacked_restore_interval"] * t["unacked_restore_throttle"]
+    assert worst <= 60
+    assert LAUNCH_CRITICAL == {"acks_late": True, "reject_on_worker_lost": True}
+
+
+def test_task_names_are_namespaced_by_module(celery_app_factory):
+    app = celery_app_factory()
+    app.loader.import_default_modules()
+    assert "grid_tasks.node.tasks" in task_modules()
+    ours = [name for name in app.tasks if not name.startswith("celery.")]
+    assert NODE_CHECK in ours
+    for name in ours:
+        module = name.rsplit(".", 1)[0]
+        assert app.tasks[name].__module__ == module
+
+
+def test_readable_names_for_flower():
+    opts = readable("launch", job=42, rm="rmA", node="node1")
+    assert opts["shadow"] == "launch job 42 on rmA/node1"
+    assert opts["argsrepr"] == "(job=42, rm='rmA', node='node1')"
+    assert readable("iterate", rm="rmB")["shadow"] == "iterate on rmB"
+    assert check_options("rmB", "node4")["shadow"] == "check node on rmB/node4"
+
+
+def test_node_check_runs_on_that_nodes_queue(settings, celery_app_factory, in_process_worker):
+    worker_app = celery_app_factory(node=("rmA", "node2"))
+    in_process_worker(worker_app, queues=[node_queue("rmA", "node2")])
+    client = celery_app_factory()
+    result = client.send_task(NODE_CHECK, **check_options("rmA", "node2")).get(timeout=20)
+    assert result["queue"] == "node.rmA.node2"
+    assert result["served_by"]["node"] == "node2" and result["served_by"]["rm"] == "rmA"
+    assert result["configured"]["procs"] == 4  # from config/demo-grid.toml
+    assert result["detected"]["procs"] >= 1 and result["detected"]["memory_mb"] > 0
+    assert result["facts"]["pid"] == os.getpid()  # in-process worker
+
+
+def test_unreachable_services_are_one_line_errors(settings):
+    dead = settings.replace(broker_url="redis://127.0.0.1:1/1")
+    with pytest.raises(ConnectivityError, match="cannot reach the broker") as info:
+        check_connectivity(dead, timeout=1)
+    assert "\n" not in str(info.value)
+    with pytest.raises(ConnectivityError, match="cannot reach Redis"):
+        check_connectivity(settings.replace(redis_url="redis://127.0.0.1:1/3"), timeout=1)
+    wrong_password = settings.redis_url.replace("@", "x@", 1)
+    with pytest.raises(ConnectivityError):
+        check_connectivity(settings.replace(broker_url=wrong_password), timeout=1)
+
+
+@pytest.mark.amqp
+def test_rabbitmq_broker_runs_node_check(settings, celery_app_factory, in_process_worker):
+    url = os.environ.get("GRID_TASKS_TEST_AMQP_URL")
+    if not url:
+        pytest.skip("GRID_TASKS_TEST_AMQP_URL not set")
+    amqp = settings.replace(broker_url=url)
+    try:
+        check_connectivity(amqp, timeout=2)
+    except ConnectivityError as exc:
+        pytest.skip(f"RabbitMQ not reachable: {exc}")
+    worker_app = celery_app_factory(amqp, node=("rmB", "node4"))
+    worker_app.conf.broker_heartbeat = 0  # its 10 s timer would be the shutdown poll bound
+    in_process_worker(worker_app, queues=[node_queue("rmB", "node4")], pool="solo")
+    client = celery_app_factory(amqp)
+    result = client.send_task(NODE_CHECK, **check_options("rmB", "node4")).get(timeout=20)
+    assert result["queue"] == "node.rmB.node4"
+    assert result["served_by"]["node"] == "node4"
+
+
+def test_beat_gets_one_entry_per_rm_for_each_periodic_task(settings, celery_app_factory,
+                                                           monkeypatch, tmp_path):
+    from celery.beat import Service
+
+    from grid_tasks import celery_app as mod
+
+    monkeypatch.setattr(mod, "PERIODIC", {})
+    with pytest.raises(GridTasksError):
+        mod.register_periodic("grid_tasks.maui.tasks.iterate", every=0)
+    mod.register_periodic("grid_tasks.maui.tasks.iterate", every=30)
+    app = celery_app_factory()
+    service = Service(app, schedule_filename=str(tmp_path / "beat-schedule"))
+    try:
+        mod._install_beat_schedule(sender=service)
+        schedule = service.scheduler.schedule
+        ours = {k: v for k, v in schedule.items() if k.startswith("grid_tasks.")}
+        assert set(ours) == {"grid_tasks.maui.tasks.iterate[rmA]",
+                             "grid_tasks.maui.tasks.iterate[rmB]"}
+        entry = ours["grid_tasks.maui.tasks.iterate[rmB]"]
+        assert entry.kwargs == {"rm": "rmB"}
+        assert entry.options["shadow"] == "iterate on rmB"
+        assert entry.schedule.run_every.total_seconds() == 30
+    finally:
+        service.stop()
+
+
+def test_factory_apps_are_current_so_shared_tasks_use_the_private_broker(settings,
+                                                                          celery_app_factory):
+    from grid_tasks.node.tasks import node_check
+
+    app = celery_app_factory()
+    assert node_check.app is app  # the shared_task proxy resolves to the current app
+    assert app.conf.broker_url == settings.broker_url

@@ -1,0 +1,166 @@
+"""compose.yaml: well formed, the services the issue names, and every command exists.
+
+No Docker engine runs here, so each service's command is parsed by the very
+click command it names (``grid-tasks`` subcommands, ``celery worker``/``flower``).
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import sys
+from pathlib import Path
+
+import click
+import pytest
+import yaml
+
+from grid_tasks.cli import main
+from grid_tasks.settings import Settings
+from grid_tasks.topology import load_topology
+from tests.conftest import DEMO_TOPOLOGY, REPO_ROOT
+
+COMPOSE = REPO_ROOT / "compose.yaml"
+_VAR = re.compile(r"\$\{([A-Z_]+)(?::?[-?][^}]*)?\}")
+
+
+def _interpolate(value: str) -> str:
+    """Compose-style ${VAR}, ${VAR:-x}, ${VAR:?msg} -> a placeholder value."""
+    return _VAR.sub(lambda m: f"{m.group(1).lower()}-value", value).replace("$$", "$")
+
+
+@pytest.fixture(scope="module")
+def compose() -> dict:
+    return yaml.safe_load(COMPOSE.read_text())
+
+
+def _services(compose: dict) -> dict[str, dict]:
+    return compose["services"]
+
+
+def _command(service: dict) -> list[str]:
+    return [_interpolate(part) for part in service.get("command", [])]
+
+
+def _parse(cmd: click.Command, name: str, args: list[str], parent=None, obj=None) -> None:
+    """Parse ``args`` as click would, descending into groups; invokes nothing."""
+    ctx = cmd.make_context(name, list(args), parent=parent, obj=obj)
+    if isinstance(cmd, click.Group):
+        rest = [*getattr(ctx, "_protected_args", []), *ctx.args]
+        assert rest, f"{name}: no subcommand"
+        sub = cmd.get_command(ctx, rest[0])
+        assert sub is not None, f"{name} has no subcommand {rest[0]!r}"
+        _parse(sub, rest[0], rest[1:], parent=ctx, obj=obj)
+
+
+def _check_grid_tasks(args: list[str]) -> None:
+    _parse(main, "grid-tasks", args, obj={"debug": False})
+
+
+def _check_celery(args: list[str]) -> None:
+    from celery.bin.base import CLIContext
+    from celery.bin.celery import celery
+
+    assert Path(sys.executable).with_name("celery").exists() or shutil.which("celery")
+    assert args[0] == "-A"
+    app_module = args[1]
+    __import__(app_module)
+    sub, rest = args[2], args[3:]
+    ctx = celery.make_context("celery", list(args))
+    command = celery.get_command(ctx, sub)
+    assert command is not None, f"celery has no {sub!r} command"
+    if sub == "flower":  # flower passes its options to tornado: check they exist there
+        from flower.options import options
+
+        for opt in rest:
+            key = opt.lstrip("-").split("=", 1)[0].replace("-", "_")
+            assert key in options, f"flower has no option {opt}"
+        return
+    from grid_tasks.celery_app import create_app
+
+    obj = CLIContext(app=create_app(Settings.from_env({})), no_color=True, workdir=None,
+                     quiet=True)
+    command.make_context(sub, list(rest), parent=ctx, obj=obj)
+
+
+def test_every_command_exists(compose):
+    checked = 0
+    for name, service in _services(compose).items():
+        argv = _command(service)
+        if not argv or "image" in service and "build" not in service:
+            continue  # redis/postgres run their images' own commands
+        if argv[0] == "grid-tasks":
+            _check_grid_tasks(argv[1:])
+        elif argv[0] == "celery":
+            _check_celery(argv[1:])
+        else:
+            pytest.fail(f"service {name}: unexpected program {argv[0]!r}")
+        checked += 1
+    assert checked >= 8
+
+
+def test_services_the_issue_names(compose):
+    services = _services(compose)
+    redis_cmd = " ".join(_command(services["redis"]))
+    assert "--requirepass" in redis_cmd
+    assert "postgres" in services["postgres"]["image"]
+    assert services["postgres"]["environment"]["POSTGRES_PASSWORD"]
+    commands = {name: _command(s) for name, s in services.items()}
+    scheduler = [c for c in commands.values() if "--scheduler" in c]
+    assert len(scheduler) == 1
+    # The beat is highly available: two or more `grid-tasks beat` (one leads), and no
+    # embedded single beat next to them (it would send every periodic task twice).
+    beats = [c for c in commands.values() if c[:2] == ["grid-tasks", "beat"]]
+    assert len(beats) >= 2 and "--beat" not in scheduler[0]
+    names = [c[c.index("--name") + 1] for c in beats if "--name" in c]
+    assert len(set(names)) == len(names), "two beats share an identity"
+    topo = load_topology(DEMO_TOPOLOGY)
+    gatekeepers = {c[c.index("--rm") + 1] for c in commands.values()
+                   if "--rm" in c and "--node" not in c}
+    assert gatekeepers == set(topo.rms)
+    node_daemons = {(c[c.index("--rm") + 1], c[c.index("--node") + 1])
+                    for c in commands.values() if "--node" in c}
+    for name, s in services.items():
+        env = s.get("environment") or {}
+        if isinstance(env, dict) and "GRID_TASKS_NODE" in env:
+            node_daemons.add((env["GRID_TASKS_RM"], env["GRID_TASKS_NODE"]))
+    assert node_daemons == {(n.rm, n.name) for n in topo.iter_nodes()}
+    flower = [c for c in commands.values() if "flower" in c]
+    assert len(flower) == 1 and any(p.startswith("--basic-auth=") for p in flower[0])
+
+
+def test_environment_is_valid_settings(compose):
+    for name, service in _services(compose).items():
+        env = service.get("environment")
+        if not isinstance(env, dict) or not any(k.startswith("GRID_TASKS_") for k in env):
+            continue
+        values = {k: _interpolate(str(v)) for k, v in env.items()}
+        settings = Settings.from_env(values)  # a ConfigError here names the variable
+        assert settings.database_url.startswith("postgresql+psycopg://")
+        assert ":redis_password-value@redis:6379" in settings.redis_url
+        assert settings.broker_url != settings.result_backend != settings.redis_url
+
+
+def test_depends_on_names_real_services(compose):
+    services = _services(compose)
+    for name, service in services.items():
+        for dep in service.get("depends_on", {}) or {}:
+            assert dep in services, f"{name} depends on unknown service {dep}"
+
+
+def test_beat_lease_and_metrics_endpoint(compose):
+    from grid_tasks.ha.config import BeatOptions
+
+    services = _services(compose)
+    for name, service in services.items():
+        env = service.get("environment")
+        if isinstance(env, dict) and "GRID_TASKS_BEAT_LEASE" in env:
+            values = {k: _interpolate(str(v)) for k, v in env.items()}
+            assert BeatOptions.from_env(values).failover_bound < 30, name
+    metrics = [s for s in services.values()
+               if _command(s)[:3] == ["grid-tasks", "metrics", "serve"]]
+    assert len(metrics) == 1
+    argv = _command(metrics[0])
+    port = argv[argv.index("--port") + 1]
+    assert argv[argv.index("--bind") + 1] == "0.0.0.0"  # reachable from outside the container
+    assert any(p.endswith(f":{port}:{port}") for p in metrics[0]["ports"])
