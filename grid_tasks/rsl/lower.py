@@ -1,0 +1,161 @@
+"""Lowering: a validated request becomes typed subjob requests for DUROC/GRAM."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from grid_tasks.rsl.ast import Boolean, BoolOp, Relation, Spec
+from grid_tasks.rsl.errors import RSLError
+from grid_tasks.rsl.evaluate import SUBSTITUTION_KEY
+from grid_tasks.rsl.unparse import unparse
+from grid_tasks.rsl.validate import CheckedJob, as_spec, check
+from grid_tasks.states import SubjobCommsType, SubjobStartType
+
+# Keys turned into typed fields; everything else stays in ``relations``.
+_TYPED = frozenset(
+    {
+        "resourcemanagercontact",
+        "label",
+        "count",
+        "hostcount",
+        "jobtype",
+        "executable",
+        "arguments",
+        "directory",
+        "environment",
+        "stdin",
+        "stdout",
+        "stderr",
+        "maxtime",
+        "maxwalltime",
+        "maxcputime",
+        "maxmemory",
+        "minmemory",
+        "queue",
+        "project",
+        "subjobstarttype",
+        "subjobcommstype",
+        "requirements",
+        SUBSTITUTION_KEY,
+    }
+)
+
+
+@dataclass
+class SubjobRequest:
+    """One GRAM subjob of a (possibly coallocated) request, with typed fields.
+
+    Times are in seconds (RSL gives minutes), memory in MB.  ``max_time_s`` is
+    RSL ``max_time`` (wall or CPU time, the scheduler's choice).  ``stdout``
+    and ``stderr`` give the first destination when several are listed.
+    ``relations`` holds the relations not turned into a field, verbatim
+    (evaluated); ``gram_relations`` everything GRAM must see.
+    """
+
+    index: int
+    executable: str
+    rm_contact: str | None = None
+    label: str | None = None
+    count: int = 1
+    host_count: int | None = None
+    job_type: str = "multiple"
+    arguments: tuple[str, ...] = ()
+    directory: str | None = None
+    environment: dict[str, str] = field(default_factory=dict)
+    stdin: str | None = None
+    stdout: str | None = None
+    stderr: str | None = None
+    max_time_s: int | None = None
+    max_wall_time_s: int | None = None
+    max_cpu_time_s: int | None = None
+    max_memory_mb: int | None = None
+    min_memory_mb: int | None = None
+    queue: str | None = None
+    project: str | None = None
+    start_type: SubjobStartType = SubjobStartType.STRICT_BARRIER
+    comms_type: SubjobCommsType = SubjobCommsType.BLOCKING_JOIN
+    requirements: str | None = None
+    relations: tuple[Relation, ...] = ()
+    gram_relations: tuple[Relation, ...] = ()
+
+    def gram_rsl(self) -> str:
+        """GRAM RSL for this subjob: DUROC/broker-only attributes removed, the rest verbatim."""
+        return unparse(Boolean(BoolOp.AND, self.gram_relations))
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready description (relations as RSL text)."""
+        out: dict[str, Any] = {
+            name: getattr(self, name)
+            for name in self.__dataclass_fields__
+            if name not in ("relations", "gram_relations")
+        }
+        out["arguments"] = list(self.arguments)
+        out["start_type"] = self.start_type.value
+        out["comms_type"] = self.comms_type.value
+        out["relations"] = [unparse(rel) for rel in self.relations]
+        out["gram_rsl"] = self.gram_rsl()
+        return out
+
+
+def _minutes(values: Mapping[str, Any], key: str) -> int | None:
+    return values[key] * 60 if key in values else None
+
+
+def _first(values: Mapping[str, Any], key: str) -> str | None:
+    return values[key][0] if key in values else None
+
+
+def _subjob(index: int, job: CheckedJob) -> SubjobRequest:
+    v = job.values
+    return SubjobRequest(
+        index=index,
+        executable=v["executable"],
+        rm_contact=v.get("resourcemanagercontact"),
+        label=v.get("label"),
+        count=v.get("count", 1),
+        host_count=v.get("hostcount"),
+        job_type=v.get("jobtype", "multiple"),
+        arguments=v.get("arguments", ()),
+        directory=v.get("directory"),
+        environment=dict(v.get("environment", ())),
+        stdin=v.get("stdin"),
+        stdout=_first(v, "stdout"),
+        stderr=_first(v, "stderr"),
+        max_time_s=_minutes(v, "maxtime"),
+        max_wall_time_s=_minutes(v, "maxwalltime"),
+        max_cpu_time_s=_minutes(v, "maxcputime"),
+        max_memory_mb=v.get("maxmemory"),
+        min_memory_mb=v.get("minmemory"),
+        queue=v.get("queue"),
+        project=v.get("project"),
+        start_type=SubjobStartType(v.get("subjobstarttype", SubjobStartType.STRICT_BARRIER.value)),
+        comms_type=SubjobCommsType(v.get("subjobcommstype", SubjobCommsType.BLOCKING_JOIN.value)),
+        requirements=v.get("requirements"),
+        relations=tuple(r for r in job.relations if r.key not in _TYPED),
+        gram_relations=tuple(
+            r for r in job.relations if job.rules[r.key].forwarded and r.key != SUBSTITUTION_KEY
+        ),
+    )
+
+
+def lower(
+    request: str | bytes | Spec,
+    variables: Mapping[str, str] | None = None,
+    *,
+    source: str = "<string>",
+) -> list[SubjobRequest]:
+    """Validate a request and return one :class:`SubjobRequest` per job.
+
+    A single job gives a list of one; a DUROC multi-request ``+(...)(...)``
+    gives one per component, indexed from 0 in order.  ``variables`` are the
+    caller's GRAM variables for ``$(NAME)`` substitution.  Substitutions are
+    applied before GRAM sees the relations, so ``gram_rsl()`` carries no
+    ``rsl_substitution``.  Raises :class:`RSLError` on any invalid input.
+    """
+    spec, text = as_spec(request, source)
+    try:
+        _, jobs = check(spec, variables)
+    except RSLError as exc:
+        raise exc.with_text(text, source) from None
+    return [_subjob(i, job) for i, job in enumerate(jobs)]
