@@ -1,0 +1,196 @@
+"""Job priority as Maui computes it, and the fairshare usage it depends on.
+
+Priority = sum over components (CRED, FS, SERV, RES) of the component weight times the
+weighted sum of its subcomponents, plus the job's own system priority:
+
+* CRED: USER/GROUP/ACCOUNT/CLASS/QOS priorities of the job's credentials;
+* FS:   per credential, target share minus effective usage (percent), a floor target
+        (``N+``) only ever raises priority and a ceiling (``N-``) only lowers it;
+* SERV: QUEUETIME in minutes, XFACTOR = (queued + walltime) / walltime;
+* RES:  PROC (processors), NODE (nodes asked for), MEM (MB), PE (processor equivalents).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from math import ceil
+from typing import Iterable
+
+from grid_tasks.maui.config import CREDENTIAL_KINDS, FairsharePolicy, FSTarget, SchedulerConfig
+from grid_tasks.maui.model import Job, PriorityBreakdown
+
+_SUBCOMPONENTS = {
+    "CRED": ("USER", "GROUP", "ACCOUNT", "CLASS", "QOS"),
+    "FS": ("FSUSER", "FSGROUP", "FSACCOUNT", "FSCLASS", "FSQOS"),
+    "SERV": ("QUEUETIME", "XFACTOR"),
+    "RES": ("PROC", "NODE", "MEM", "PE"),
+}
+_COMPONENT_WEIGHT = {"CRED": "CREDWEIGHT", "FS": "FSWEIGHT", "SERV": "SERVWEIGHT", "RES": "RESWEIGHT"}
+
+
+def credential(job: Job, kind: str) -> str | None:
+    """The job's name for a credential kind (USER, GROUP, ACCOUNT, CLASS, QOS)."""
+    return {"USER": job.user, "GROUP": job.group, "ACCOUNT": job.account,
+            "CLASS": job.job_class, "QOS": job.qos}[kind]
+
+
+def processor_equivalents(job: Job, machine: tuple[float, float, float, float]) -> float:
+    """Maui's PE: the job's largest share of any configured resource, in processors."""
+    procs = machine[0] or 1.0
+    asked = (job.procs, job.tasks * job.mem_per_task, job.tasks * job.disk_per_task, job.tasks * job.swap_per_task)
+    return procs * max(a / total for a, total in zip(asked, machine) if total > 0) if any(machine) else job.procs
+
+
+class Fairshare:
+    """Decayed per-credential usage over FSDEPTH windows of FSINTERVAL seconds.
+
+    DEDICATEDPS charges dedicated processor-seconds, DEDICATEDPES processor-equivalent
+    seconds; UTILIZEDPS has no per-job utilization to go by here and charges like DEDICATEDPS.
+    """
+
+    def __init__(self, config: SchedulerConfig) -> None:
+        self.config = config
+        #: configured (procs, memory, disk, swap) of the whole machine, for PE
+        self.machine: tuple[float, float, float, float] = (0.0, 0.0, 0.0, 0.0)
+        # kind -> name -> window index -> usage; window totals per kind
+        self.usage: dict[str, dict[str, dict[int, float]]] = {k: defaultdict(dict) for k in CREDENTIAL_KINDS}
+        self.totals: dict[int, float] = defaultdict(float)
+        self._cache: dict[tuple[str, str, float], float] = {}  # percent per (kind, name, now)
+
+    @property
+    def enabled(self) -> bool:
+        return self.config.fs_policy is not FairsharePolicy.NONE
+
+    def usage_rate(self, job: Job) -> float:
+        """What one second of the job costs under FSPOLICY."""
+        if self.config.fs_policy is FairsharePolicy.DEDICATEDPES:
+            return processor_equivalents(job, self.machine)
+        return float(job.procs)
+
+    def charge(self, job: Job, procs: float, start: float, end: float) -> None:
+        """Account ``procs`` (a usage rate) over ``[start, end)`` to every credential of the job."""
+        if not self.enabled or end <= start:
+            return
+        self._cache.clear()
+        width = self.config.fs_interval
+        t = start
+        while t < end:
+            w = int(t // width)
+            upto = min(end, (w + 1) * width)
+            amount = procs * (upto - t)
+            self.totals[w] += amount
+            for kind in CREDENTIAL_KINDS:
+                name = credential(job, kind)
+                if name is not None:
+                    slot = self.usage[kind][name]
+                    slot[w] = slot.get(w, 0.0) + amount
+            t = upto
+
+    def percent(self, kind: str, name: str, now: float) -> float:
+        """Effective usage share of ``name`` in percent, older windows decayed by FSDECAY."""
+        hit = self._cache.get((kind, name, now))
+        if hit is not None:
+            return hit
+        cfg = self.config
+        current = int(now // cfg.fs_interval)
+        mine = total = 0.0
+        slots = self.usage[kind].get(name, {})
+        for i in range(cfg.fs_depth):
+            factor = cfg.fs_decay ** i
+            mine += factor * slots.get(current - i, 0.0)
+            total += factor * self.totals.get(current - i, 0.0)
+        value = self._cache[(kind, name, now)] = 100.0 * mine / total if total > 0 else 0.0
+        return value
+
+    def delta(self, kind: str, name: str | None, now: float) -> float:
+        if name is None:
+            return 0.0
+        target: FSTarget | None = self.config.fs_targets.get(kind, {}).get(name)
+        if target is None:
+            return 0.0
+        diff = target.value - self.percent(kind, name, now)
+        if target.mode == "+":
+            return max(diff, 0.0)
+        if target.mode in ("-", "^"):
+            return min(diff, 0.0)
+        return diff
+
+
+def _nodes_asked(job: Job) -> int:
+    return ceil(job.tasks / job.tasks_per_node) if job.tasks_per_node else 1
+
+
+def subcomponents(job: Job, now: float, config: SchedulerConfig, fs: Fairshare) -> dict[str, float]:
+    """Raw (unweighted) value of every priority subcomponent."""
+    queued = max(0.0, now - job.submit_time)
+    raw = {
+        "QUEUETIME": queued / 60.0,
+        "XFACTOR": (queued + job.walltime) / job.walltime,
+        "PROC": float(job.procs),
+        "NODE": float(_nodes_asked(job)),
+        "MEM": float(job.tasks * job.mem_per_task),
+        "PE": processor_equivalents(job, fs.machine),
+    }
+    for kind in CREDENTIAL_KINDS:
+        name = credential(job, kind)
+        raw[kind] = config.cred_priority.get(kind, {}).get(name, 0.0) if name is not None else 0.0
+        raw["FS" + kind] = fs.delta(kind, name, now) if fs.enabled else 0.0
+    return raw
+
+
+def breakdown(job: Job, now: float, config: SchedulerConfig, fs: Fairshare) -> PriorityBreakdown:
+    """The ``diagnose -p`` row of one job."""
+    raw = subcomponents(job, now, config, fs)
+    w = config.weights
+    comps: dict[str, float] = {}
+    for comp, subs in _SUBCOMPONENTS.items():
+        comps[comp] = w[_COMPONENT_WEIGHT[comp]] * sum(w[s + "WEIGHT"] * raw[s] for s in subs)
+    comps["SYSTEM"] = job.priority
+    return PriorityBreakdown(job.id, sum(comps.values()), comps)
+
+
+def _raw(job: Job, sub: str, now: float, config: SchedulerConfig, fs: Fairshare) -> float:
+    """One subcomponent's raw value (the same numbers :func:`subcomponents` gives)."""
+    if sub == "QUEUETIME":
+        return max(0.0, now - job.submit_time) / 60.0
+    if sub == "XFACTOR":
+        return (max(0.0, now - job.submit_time) + job.walltime) / job.walltime
+    if sub == "PROC":
+        return float(job.procs)
+    if sub == "NODE":
+        return float(_nodes_asked(job))
+    if sub == "MEM":
+        return float(job.tasks * job.mem_per_task)
+    if sub == "PE":
+        return processor_equivalents(job, fs.machine)
+    if sub.startswith("FS"):
+        return fs.delta(sub[2:], credential(job, sub[2:]), now) if fs.enabled else 0.0
+    name = credential(job, sub)
+    return config.cred_priority.get(sub, {}).get(name, 0.0) if name is not None else 0.0
+
+
+def score(job: Job, now: float, config: SchedulerConfig, fs: Fairshare) -> float:
+    """``breakdown(...).total`` computed without the breakdown: only weighted terms."""
+    w = config.weights
+    total = 0.0
+    for comp, subs in _SUBCOMPONENTS.items():
+        cw = w[_COMPONENT_WEIGHT[comp]]
+        if cw:
+            part = 0.0
+            for sub in subs:
+                sw = w[sub + "WEIGHT"]
+                if sw:
+                    part += sw * _raw(job, sub, now, config, fs)
+            total += cw * part
+    return total + job.priority
+
+
+def prioritize(jobs: Iterable[Job], seq: dict[str, int], now: float, config: SchedulerConfig,
+               fs: Fairshare) -> list[Job]:
+    """Jobs in decreasing priority; submission order breaks ties."""
+    jobs = list(jobs)
+    if config.fifo and not any(j.priority for j in jobs):
+        return sorted(jobs, key=lambda j: (j.submit_time, seq[j.id]))
+    scored = [(-score(j, now, config, fs), seq[j.id], j) for j in jobs]
+    scored.sort(key=lambda x: (x[0], x[1]))
+    return [j for _, _, j in scored]

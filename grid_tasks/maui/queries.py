@@ -1,0 +1,178 @@
+"""Scheduler queries and reservation management: showres, showstart, showbf, setres,
+releaseres, the metascheduler's ``reserve``, and ``diagnose -p`` (a mixin of Scheduler)."""
+
+from __future__ import annotations
+
+from math import inf
+from typing import TYPE_CHECKING
+
+from grid_tasks.maui.engine import Engine
+from grid_tasks.maui.model import (
+    ACL, IterationResult, Job, PriorityBreakdown, Reservation, ReservationKind, ReservationRefused,
+    StartEstimate, Window,
+)
+from grid_tasks.maui.priority import breakdown
+
+if TYPE_CHECKING:  # pragma: no cover
+    from grid_tasks.maui.scheduler import Scheduler
+
+
+class QueriesMixin:
+    """Read-only queries and reservation commands of :class:`Scheduler`."""
+
+    # -- listings ------------------------------------------------------------------------
+    def idle_jobs(self: "Scheduler") -> list[Job]:
+        """Idle jobs in submission order."""
+        if self.pool is not None:
+            return list(self.pool.queue)
+        return sorted(self.idle.values(), key=lambda j: self.seq[j.id])
+
+    def running_jobs(self: "Scheduler") -> dict[str, tuple[float, dict[str, int]]]:
+        """Running job id -> (start, allocation)."""
+        if self.pool is not None:
+            return {jid: (start, {self.pool.name: job.tasks}) for jid, (job, start, _) in self.pool.running.items()}
+        return {jid: (pl.start, dict(pl.alloc)) for jid, pl in self.engine.placements.items() if pl.running}
+
+    def reservations(self: "Scheduler") -> list[Reservation]:
+        """Administrative reservations, job reservations and running jobs' reservations."""
+        if self.pool is not None:
+            return self.pool.reservations()
+        out = [h.res for h in self.engine.holds.values()]
+        for jid, pl in self.engine.placements.items():
+            if pl.running:
+                out.append(Reservation(name=f"job.{jid}", start=pl.start, end=pl.end,
+                                       acl=ACL(jobs=frozenset({jid})), tasks=pl.job.tasks,
+                                       procs_per_task=pl.job.procs_per_task, kind=ReservationKind.RUNNING,
+                                       job_id=jid, allocation=dict(pl.alloc)))
+            elif pl.reservation is not None:
+                out.append(pl.reservation)
+        return sorted(out, key=lambda r: (r.start, r.name))
+
+    def next_wakeup(self: "Scheduler", now: float) -> float | None:
+        """Earliest time after ``now`` when a reservation begins or ends (else None)."""
+        if self.pool is not None:
+            return self.pool.next_wakeup(now)
+        times = [pl.start for pl in self.job_res.values() if pl.start > now]
+        for hold in self.engine.holds.values():
+            times.extend(t for t in (hold.res.start, hold.res.end) if now < t < inf)
+        return min(times) if times else None
+
+    def diagnose_priority(self: "Scheduler", now: float) -> list[PriorityBreakdown]:
+        """Every idle job's priority and its weighted components, highest first."""
+        rows = [breakdown(j, now, self.config, self.fairshare) for j in self.idle_jobs()]
+        return sorted(rows, key=lambda r: (-r.total, self.seq[r.job_id]))
+
+    # -- showstart / showbf ------------------------------------------------------------------
+    def _query_engine(self: "Scheduler", now: float) -> Engine:
+        """The general engine holding the current state (built aside in pool mode)."""
+        if self.pool is None:
+            return self.engine
+        eng = Engine(list(self.engine.nodes.values()), self.config)
+        for job, start in self.pool.export()[1]:
+            end = start + job.walltime
+            if end > now:
+                eng.place(job, start, job.walltime, {self.pool.name: job.tasks}, running=True)
+        r = self.pool.head_res
+        if r is not None and r.job_id is not None:
+            head = self.pool.queue[0]
+            eng.place(head, r.start, head.walltime, dict(r.allocation), running=False, reservation=r)
+        return eng
+
+    def estimate(self: "Scheduler", request: Job, now: float, limit: int = 3) -> list[StartEstimate]:
+        """``showstart``: when and where the request could start, earliest first; later
+        entries are alternatives on other nodes (at most ``limit``, best effort)."""
+        eng = self._query_engine(now)
+        t0 = self._not_before(request, now) if self.pool is None else now
+        return [StartEstimate(t, a) for t, a in eng.find_all(request, t0, request.walltime, now, limit)]
+
+    def free_windows(self: "Scheduler", now: float) -> list[Window]:
+        """``showbf``: processors free from ``now``, each level with how long it lasts."""
+        eng = self._query_engine(now)
+        profs = [(n, eng.prof[n.name]["p"]) for n in eng.nodes.values() if n.usable]
+        times = sorted({t for _, p in profs for t in p.times if t > now} | {inf})
+        out: list[Window] = []
+        last = None
+        for t in times:
+            mins = [max(0, int(p.min_over(now, t))) for _, p in profs]
+            procs = sum(mins)
+            if procs <= 0:
+                break
+            if last is not None and last.procs == procs:
+                out[-1] = Window(procs, last.nodes, now, t - now)
+            else:
+                out.append(Window(procs, sum(1 for m in mins if m > 0), now, t - now))
+            last = out[-1]
+        return out
+
+    # -- reservations ------------------------------------------------------------------------
+    def reserve(self: "Scheduler", request: Job, start: float, duration: float, acl: ACL,
+                now: float) -> Reservation:
+        """Reserve the request's resources over ``[start, start + duration)`` for ``acl``.
+
+        Never overcommits and never overlaps a reservation whose ACL refuses the request;
+        raises :class:`ReservationRefused` otherwise."""
+        if start < now:
+            raise ReservationRefused(f"reservation for {request.id}: start {start:g} is in the past (now {now:g})")
+        if not duration > 0:
+            raise ReservationRefused(f"reservation for {request.id}: duration must be positive")
+        self._leave_pool(now)
+        res = Reservation(name=f"meta.{request.id}", start=start, end=start + duration, acl=acl,
+                          tasks=request.tasks, procs_per_task=request.procs_per_task,
+                          mem_per_task=request.mem_per_task, kind=ReservationKind.ADMIN, job_id=request.id)
+        return self.engine.add_hold(res, now, self.engine.accessible(request))
+
+    def add_reservation(self: "Scheduler", res: Reservation, now: float | None = None, *,
+                        take_in_admitted: bool = False) -> Reservation:
+        """``setres``: an administrative reservation; refused if anything would overcommit.
+
+        ``take_in_admitted=True`` lets jobs the reservation admits, already running on (or
+        reserved to) its resources, continue inside it instead of refusing it — what a
+        state reload that restores running jobs first needs."""
+        self._leave_pool(res.start if now is None else now)
+        return self.engine.add_hold(res, -inf if now is None else now, [], take_in=take_in_admitted)
+
+    def release_reservation(self: "Scheduler", name: str, now: float | None = None) -> Reservation:
+        """``releaseres``: drop an administrative reservation; its resources become free."""
+        self._leave_pool(-inf if now is None else now)
+        res = self.engine.release_hold(name, -inf if now is None else now)
+        self.freed = True
+        return res
+
+    def _refresh_standing(self: "Scheduler", now: float, res: IterationResult) -> None:
+        """Instantiate standing reservations for the coming periods (SRCFG DEPTH)."""
+        for spec in self.config.standing_reservations.values():
+            for inst in spec.instances(now):
+                if inst.name in self._standing_seen:
+                    continue
+                self._standing_seen.add(inst.name)
+                try:
+                    res.reservations_created.append(self.engine.add_hold(inst, now, []))
+                except ReservationRefused as exc:
+                    self.standing_refused[inst.name] = str(exc)
+
+    def _expire_holds(self: "Scheduler", now: float, res: IterationResult) -> None:
+        for name in [n for n, h in self.engine.holds.items() if h.res.end <= now]:
+            res.reservations_released.append(self.engine.release_hold(name, now))
+            self.freed = True
+
+    def _release_bound(self: "Scheduler", job_id: str, now: float) -> None:
+        """A reservation made for one job only dies with that job."""
+        for name, hold in list(self.engine.holds.items()):
+            acl = hold.res.acl
+            if acl.jobs == {job_id} and acl == ACL(jobs=acl.jobs):
+                self.engine.release_hold(name, now)
+
+    def _leave_pool(self: "Scheduler", now: float) -> None:
+        """Move the pool's state into the general engine, for good."""
+        pool = self.pool
+        if pool is None:
+            return
+        self.pool = None
+        idle, running = pool.export()
+        for job in idle:
+            self.idle[job.id] = job
+        for job, start in running:
+            self.engine.place(job, start, job.walltime, {pool.name: job.tasks}, running=True)
+            self.throttle.started(job, 1, start)
+        self.freed = True
+

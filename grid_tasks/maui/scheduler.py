@@ -1,0 +1,399 @@
+"""The Maui scheduler core: one pure iteration over nodes, jobs and reservations.
+
+``Scheduler`` holds the cluster state (nodes, idle and running jobs, reservations) and,
+on ``iterate(now)``, goes through Maui's steps: refresh reservations, feasibility,
+priority, throttling, start in priority order, job reservations up to RESERVATIONDEPTH,
+backfill without delaying any reservation, statistics.  It returns decisions and never
+does I/O or reads the clock.
+
+A single node carrying only processor requests (a trace machine) with submission-order
+priority runs on the pool fast path (:mod:`grid_tasks.maui.pool`), which makes the same
+decisions in O(1)-ish time per event; anything else moves the state to the general
+engine, once and for all.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from math import inf
+from typing import Iterable
+
+from grid_tasks.maui.config import BackfillPolicy, ReservationPolicy, SchedulerConfig
+from grid_tasks.maui.engine import Engine, Placement
+from grid_tasks.maui.model import (
+    ACL, IterationResult, Job, Node, Reservation, ReservationKind, SchedulerError, Start,
+)
+from grid_tasks.maui.modules import build_modules
+from grid_tasks.maui.pool import Pool
+from grid_tasks.maui.priority import Fairshare, prioritize
+from grid_tasks.maui.queries import QueriesMixin
+from grid_tasks.maui.throttle import HARD, SOFT, Throttle
+from grid_tasks.states import NodeState
+
+
+class Scheduler(QueriesMixin):
+    """One cluster's Maui scheduler (pure: ``now`` is always an argument)."""
+
+    def __init__(self, nodes: Iterable[Node], config: SchedulerConfig | None = None,
+                 modules: Iterable[object] = ()) -> None:
+        self.config = config or SchedulerConfig()
+        nodes = list(nodes)
+        if not nodes:
+            raise SchedulerError("a scheduler needs at least one node")
+        self.engine = Engine(nodes, self.config)
+        self.idle: dict[str, Job] = {}
+        self.seq: dict[str, int] = {}
+        self.completed: set[str] = set()
+        self.job_res: dict[str, Placement] = {}
+        self.freed = False
+        self._counter = 0
+        self.fairshare = Fairshare(self.config)
+        self.fairshare.machine = tuple(float(sum(getattr(n, f) for n in nodes))  # type: ignore[assignment]
+                                       for f in ("procs", "memory", "disk", "swap"))
+        self.throttle = Throttle(self.config)
+        self._accounted: dict[str, float] = {}
+        self._offsets: tuple[float, ...] = ()
+        self.pool: Pool | None = Pool.maybe(nodes, self.config, self.fairshare.enabled or self.throttle.active)
+        self.modules = build_modules(list(self.config.modules) + list(modules))
+        for mod in self.modules:
+            mod.on_start(self)
+        self.standing_refused: dict[str, str] = {}
+        self._standing_seen: set[str] = set()
+
+    # -- events --------------------------------------------------------------------
+    def submit(self, job: Job, now: float) -> None:
+        """A new idle job."""
+        if job.id in self.seq and job.id not in self.completed:
+            raise SchedulerError(f"job {job.id} is already known")
+        self._counter += 1
+        self.seq[job.id] = self._counter
+        self.completed.discard(job.id)
+        if self.pool is not None:
+            if self.pool.accepts(job):
+                self.pool.submit(job, self._counter)
+                return
+            self._leave_pool(now)
+        self.idle[job.id] = job
+
+    def job_ended(self, job_id: str, now: float) -> None:
+        """A running job left (completed, killed, cancelled): free the rest of its walltime."""
+        if self.pool is not None:
+            self.pool.ended(job_id, now)
+            self.completed.add(job_id)
+            return
+        pl = self.engine.placements.get(job_id)
+        if pl is None or not pl.running:
+            raise SchedulerError(f"job {job_id} is not running")
+        self._accrue_one(pl, now)
+        self.engine.remove(job_id, since=now)
+        self._accounted.pop(job_id, None)
+        self.throttle.ended(pl.job, len(pl.alloc), pl.job.walltime)
+        self.completed.add(job_id)
+        self.freed = True
+        self._release_bound(job_id, now)
+
+    def cancel(self, job_id: str, now: float) -> None:
+        """Remove an idle job (and its reservation)."""
+        if self.pool is not None:
+            self.pool.cancel(job_id)
+            return
+        if self.idle.pop(job_id, None) is None:
+            raise SchedulerError(f"job {job_id} is not idle")
+        if self.job_res.pop(job_id, None) is not None:
+            self.engine.remove(job_id)
+            self.freed = True
+        self._release_bound(job_id, now)
+
+    def restore_running(self, job: Job, start: float, allocation: dict[str, int], now: float) -> None:
+        """Record a job already running (state rebuilt from the database, or a test setup)."""
+        if job.id in self.seq and job.id not in self.completed:
+            raise SchedulerError(f"job {job.id} is already known")
+        if sum(allocation.values()) != job.tasks:
+            raise SchedulerError(f"job {job.id}: allocation {allocation} does not hold its {job.tasks} tasks")
+        self._counter += 1
+        self.seq[job.id] = self._counter
+        if self.pool is not None and self.pool.accepts(job) and set(allocation) == {self.pool.name}:
+            self.pool.restore(job, start, now)
+            return
+        self._leave_pool(now)
+        eng = self.engine
+        if not eng.fits(job, allocation, max(start, now), start + job.walltime, now, eng.accessible(job)):
+            raise SchedulerError(f"job {job.id}: allocation {allocation} is not free")
+        eng.place(job, start, job.walltime, allocation, running=True)
+        self._accounted[job.id] = start
+        self.throttle.started(job, len(allocation), start)
+
+    def update_node(self, name: str, now: float, **changes: object) -> None:
+        """Change a node's state, load or utilized resources (from the node daemons)."""
+        self._leave_pool(now)
+        node = self.engine.nodes.get(name)
+        if node is None:
+            raise SchedulerError(f"no node named {name!r}")
+        for key, value in changes.items():
+            if not hasattr(node, key) or key in ("name", "procs", "memory", "disk", "swap"):
+                raise SchedulerError(f"node field {key!r} cannot be updated")
+            if key == "state":
+                try:
+                    value = NodeState(value)
+                except ValueError:
+                    raise SchedulerError(f"unknown node state {value!r}") from None
+            setattr(node, key, value)
+        self.engine.nodes_changed()
+        self.freed = True
+
+    def shutdown(self) -> None:
+        for mod in self.modules:
+            mod.on_shutdown(self)
+
+    # -- the iteration -----------------------------------------------------------------
+    def iterate(self, now: float) -> IterationResult:
+        """One scheduling iteration at ``now``; returns the decisions."""
+        if self.pool is not None:
+            res = self.pool.iterate(now)
+        else:
+            res = self._iterate(now)
+        for mod in self.modules:
+            mod.on_iteration(self, res)
+        return res
+
+    def _iterate(self, now: float) -> IterationResult:
+        res = IterationResult(now)
+        eng = self.engine
+        eng.prune(now)
+        self._expire_holds(now, res)
+        self._refresh_standing(now, res)
+        self._accrue(now)
+        self.throttle.new_iteration()
+        order = prioritize([j for j in self.idle.values() if self._feasible(j)], self.seq, now,
+                           self.config, self.fairshare)
+        self._offsets = tuple({j.walltime for j in order})
+        self._refresh_reservations(order, now, res)
+        self._schedule(order, now, res)
+        return res
+
+    def _schedule(self, order: list[Job], now: float, res: IterationResult) -> None:
+        bf = self.config.backfill_policy
+        # without backfill nobody may overtake a blocked job: later reservations start no
+        # earlier than theirs (floor None once a blocked job holds no reservation at all)
+        p = _Pass(held=len(self.job_res), floor=now)
+        job_res = self.job_res
+        quick = not self.throttle.active
+        for job in order:
+            pl = job_res.get(job.id)
+            if quick and pl is not None and pl.start > now:
+                # the common case under deep reservations: it simply keeps waiting
+                res.considered += 1
+                p.blocked = True
+                if p.floor is not None:
+                    p.floor = max(p.floor, pl.start)
+                continue
+            if not self.throttle.idle_allowed(job) or not self.engine.can_ever_fit(job):
+                res.throttled += 1
+                continue
+            res.considered += 1
+            self._consider(job, now, res, p)
+        if bf in (BackfillPolicy.BESTFIT, BackfillPolicy.GREEDY):
+            self._pick_backfill(p.picks, now, res)
+        if bf is not BackfillPolicy.NONE:
+            for job in p.deferred:
+                if self.throttle.allows(job, 1, HARD):
+                    self._try_start(job, now, res, HARD, backfill=True)
+
+    def _consider(self, job: Job, now: float, res: IterationResult, p: "_Pass") -> None:
+        """One job of the priority pass: start it, reserve for it, or leave it to backfill."""
+        bf = self.config.backfill_policy
+        pl = self.job_res.get(job.id)
+        if pl is not None:
+            if pl.start <= now and self._start_reserved(job, pl, now, res, p.blocked):
+                p.held -= 1  # its reservation is gone: the next blocked job may take one
+                return
+            self._blocked(job, p)
+            return
+        if not self.throttle.allows(job, 1, SOFT):
+            p.deferred.append(job)
+            res.throttled += 1
+            return
+        if not p.blocked or bf is BackfillPolicy.FIRSTFIT:
+            outcome = self._try_start(job, now, res, SOFT, backfill=p.blocked)
+            if outcome != "nofit":
+                if outcome == "throttled":
+                    p.deferred.append(job)
+                return
+        elif bf is not BackfillPolicy.NONE and self._fit_now(job, now):
+            p.picks.append(job)
+            return
+        start_from = now if bf is not BackfillPolicy.NONE else p.floor
+        if p.held < self.config.depth and start_from is not None and self._reserve_job(job, start_from, now, res):
+            pl = self.job_res[job.id]
+            if pl.start <= now and self._start_reserved(job, pl, now, res, p.blocked):
+                return  # a reservation that begins now is a start now
+            p.held += 1
+        self._blocked(job, p)
+
+    def _blocked(self, job: Job, p: "_Pass") -> None:
+        """The job waits: later jobs may only backfill, and without backfill may not pass it."""
+        p.blocked = True
+        pl = self.job_res.get(job.id)
+        p.floor = None if p.floor is None or pl is None else max(p.floor, pl.start)
+
+    def _pick_backfill(self, picks: list[Job], now: float, res: IterationResult) -> None:
+        """BESTFIT: largest job that still fits first.  GREEDY: the subset (by knapsack
+        over free processors, first 64 candidates) that leaves the fewest idle."""
+        if self.config.backfill_policy is BackfillPolicy.BESTFIT:
+            pool = sorted(picks, key=lambda j: -j.procs)
+        else:
+            pool = self._knapsack(picks[:64], now) + picks[64:]
+        for job in pool:
+            self._try_start(job, now, res, SOFT, backfill=True)
+
+    def _knapsack(self, jobs: list[Job], now: float) -> list[Job]:
+        free = int(sum(max(0, min(p["p"].value_at(now), n.procs - n.utilized_procs))
+                       for n, p in ((self.engine.nodes[k], v) for k, v in self.engine.prof.items())
+                       if n.usable))
+        best: dict[int, tuple[int, ...]] = {0: ()}
+        for i, job in enumerate(jobs):
+            for used, chosen in list(best.items()):
+                total = used + job.procs
+                if total <= free and total not in best:
+                    best[total] = chosen + (i,)
+        chosen = best[max(best)]
+        return [jobs[i] for i in chosen] + [j for i, j in enumerate(jobs) if i not in chosen]
+
+    # -- helpers: starting and reserving -----------------------------------------------
+    def _not_before(self, job: Job, now: float) -> float:
+        if job.early_start:
+            return now
+        bound = [h.res.start for h in self.engine.holds.values() if job.id in h.res.acl.jobs]
+        return max([now] + bound)
+
+    def _fit_now(self, job: Job, now: float) -> dict[str, int] | None:
+        """Where the job can start right now for its whole walltime, else None."""
+        if self._not_before(job, now) > now:
+            return None
+        eng = self.engine
+        holds = eng.accessible(job)
+        end = now + job.walltime
+        curve = eng.capacity(now, self._offsets)
+        bonus = sum(h.size for h in holds if h.res.start < end and h.res.end > now)
+        if job.procs > curve.free_for(job.walltime) + bonus:
+            return None  # not enough processors stay free that long anywhere
+        nodes, names = eng.eligible_set(job)
+        live = curve.nodes_free_now()
+        if len(live) < len(nodes) // 2:
+            cand = {n for n in live if n in names}
+            for h in holds:
+                cand.update(n for n in h.rem if n in names)
+            nodes = [eng.nodes[n] for n in cand]
+        views = {n.name: eng.view(n.name, holds) for n in nodes}
+        return eng._alloc_at(job, nodes, views, now, end, now)
+
+    def _try_start(self, job: Job, now: float, res: IterationResult, level: int, backfill: bool) -> str:
+        """'started', 'nofit' or 'throttled' (fits, but its nodes break a MAXNODE limit)."""
+        alloc = self._fit_now(job, now)
+        if not alloc:
+            return "nofit"
+        if not self.throttle.allows(job, len(alloc), level):
+            return "throttled"
+        self._start(job, alloc, now, res, backfill)
+        return "started"
+
+    def _start(self, job: Job, alloc: dict[str, int], now: float, res: IterationResult, backfill: bool) -> None:
+        self.engine.place(job, now, job.walltime, alloc, running=True)
+        del self.idle[job.id]
+        self._accounted[job.id] = now
+        self.throttle.started(job, len(alloc), now)
+        res.started.append(Start(job.id, now, dict(alloc)))
+        if backfill:
+            res.backfilled += 1
+
+    def _start_reserved(self, job: Job, pl: Placement, now: float, res: IterationResult, backfill: bool) -> bool:
+        eng = self.engine
+        eng.remove(job.id)
+        del self.job_res[job.id]
+        holds = eng.accessible(job)
+        alloc = pl.alloc if eng.fits(job, pl.alloc, now, now + job.walltime, now, holds) else self._fit_now(job, now)
+        if alloc and self.throttle.allows(job, len(alloc), HARD):
+            res.reservations_released.append(pl.reservation)  # type: ignore[arg-type]
+            self._start(job, alloc, now, res, backfill)
+            return True
+        self._reserve_job(job, now, now, res)
+        return False
+
+    def _reserve_job(self, job: Job, start_from: float, now: float, res: IterationResult) -> bool:
+        t, alloc = self.engine.find(job, max(start_from, self._not_before(job, now)), job.walltime, now)
+        if t == inf:
+            return False
+        r = Reservation(name=f"job.{job.id}", start=t, end=t + job.walltime, acl=ACL(jobs=frozenset({job.id})),
+                        tasks=job.tasks, procs_per_task=job.procs_per_task, kind=ReservationKind.JOB,
+                        job_id=job.id, allocation=dict(alloc))
+        self.job_res[job.id] = self.engine.place(job, t, job.walltime, alloc, running=False, reservation=r)
+        res.reservations_created.append(r)
+        return True
+
+    def _refresh_reservations(self, order: list[Job], now: float, res: IterationResult) -> None:
+        policy = self.config.reservation_policy
+        ranked = {j.id for j in order}
+        for job_id in [j for j in self.job_res if j not in ranked or policy is not ReservationPolicy.HIGHEST]:
+            pl = self.job_res.pop(job_id)
+            self.engine.remove(job_id)
+            res.reservations_released.append(pl.reservation)  # type: ignore[arg-type]
+        if not (self.freed and policy is ReservationPolicy.HIGHEST):
+            self.freed = False
+            return
+        self.freed = False
+        # keep each reservation but move it as early as it now goes, in priority order;
+        # without backfill a job may not move ahead of a higher-priority reservation
+        strict = self.config.backfill_policy is BackfillPolicy.NONE
+        floor: float | None = now
+        for job in order:
+            pl = self.job_res.get(job.id)
+            if pl is None:
+                floor = None if strict else floor
+                continue
+            if job.early_start and pl.start > now and floor is not None:
+                self._advance(job, pl, max(now, floor) if strict else now, now, res)
+            if strict and floor is not None:
+                floor = max(floor, self.job_res[job.id].start)
+
+    def _advance(self, job: Job, pl: Placement, start_from: float, now: float, res: IterationResult) -> None:
+        better = self.engine.advance(pl, start_from, now)
+        if better is None:
+            return
+        t, alloc = better
+        self.engine.remove(job.id)
+        r = pl.reservation
+        self.job_res[job.id] = self.engine.place(job, t, job.walltime, alloc, running=False, reservation=r)
+        r.start, r.end, r.allocation = t, t + job.walltime, dict(alloc)  # type: ignore[union-attr]
+        res.reservations_created.append(r)  # type: ignore[arg-type]
+
+    def _feasible(self, job: Job) -> bool:
+        """No hold, and every job it depends on has completed."""
+        if not job.depends_on:
+            return not job.holds
+        return not job.holds and all(d in self.completed for d in job.depends_on)
+
+    # -- fairshare accounting -------------------------------------------------------------
+    def _accrue(self, now: float) -> None:
+        if not self.fairshare.enabled:
+            return
+        for pl in self.engine.placements.values():
+            if pl.running:
+                self._accrue_one(pl, now)
+
+    def _accrue_one(self, pl: Placement, now: float) -> None:
+        if not self.fairshare.enabled:
+            return
+        since = self._accounted.get(pl.job.id, pl.start)
+        self.fairshare.charge(pl.job, self.fairshare.usage_rate(pl.job), since, min(now, pl.end))
+        self._accounted[pl.job.id] = max(since, min(now, pl.end))
+
+
+@dataclass
+class _Pass:
+    """Book-keeping of one priority pass."""
+
+    held: int
+    floor: float | None
+    blocked: bool = False
+    deferred: list[Job] = field(default_factory=list)
+    picks: list[Job] = field(default_factory=list)

@@ -1,0 +1,102 @@
+"""Pluggable modules (SchedListener style) and building the configuration from maui.cfg."""
+
+import pytest
+
+from grid_tasks.maui import (
+    MODULES, BackfillPolicy, Job, Node, ReservationPolicy, SchedModule, Scheduler, SchedulerConfig,
+    SchedulerError, register_module,
+)
+from grid_tasks.maui.cfg import MauiConfigError, parse_maui_config
+
+
+@register_module("recorder-test")
+class Recorder(SchedModule):
+    def __init__(self):
+        self.calls = []
+
+    def on_start(self, scheduler):
+        self.calls.append("start")
+
+    def on_iteration(self, scheduler, result):
+        self.calls.append(("iter", result.now, [s.job_id for s in result.started]))
+
+    def on_shutdown(self, scheduler):
+        self.calls.append("shutdown")
+
+
+def test_modules_listed_by_name_are_called_at_start_each_iteration_and_shutdown():
+    sched = Scheduler([Node("n0", procs=2)], SchedulerConfig(modules=("recorder-test", "statistics")))
+    rec, stats = sched.modules
+    sched.submit(Job("a", walltime=5), now=0)
+    sched.iterate(0)
+    sched.iterate(3)
+    sched.shutdown()
+    assert rec.calls == ["start", ("iter", 0, ["a"]), ("iter", 3, []), "shutdown"]
+    assert (stats.iterations, stats.started, stats.running) == (2, 1, False)
+
+
+def test_module_objects_can_be_passed_directly_and_unknown_names_fail():
+    rec = Recorder()
+    Scheduler([Node("n0", procs=1)], modules=[rec])
+    assert rec.calls == ["start"]
+    with pytest.raises(SchedulerError, match="unknown scheduler module 'nope'"):
+        Scheduler([Node("n0", procs=1)], SchedulerConfig(modules=("nope",)))
+    assert "statistics" in MODULES
+
+
+def test_presets_differ_only_in_depth_and_backfill():
+    easy, cons, fcfs = (SchedulerConfig.preset(p) for p in ("easy", "conservative", "fcfs"))
+    assert (easy.depth, cons.depth) == (1, float("inf"))
+    assert easy.reservation_policy is cons.reservation_policy is ReservationPolicy.HIGHEST
+    assert fcfs.backfill_policy is BackfillPolicy.NONE
+    with pytest.raises(SchedulerError):
+        SchedulerConfig.preset("lottery")
+
+
+MAUI_CFG = """
+RESERVATIONDEPTH 4
+RESERVATIONPOLICY HIGHEST
+BACKFILLPOLICY BESTFIT
+NODEALLOCATIONPOLICY MINRESOURCE
+NODEAVAILABILITYPOLICY DEDICATED
+QUEUETIMEWEIGHT 0
+PROCWEIGHT 10
+USERWEIGHT 2
+FSPOLICY DEDICATEDPS
+FSINTERVAL 01:00:00
+FSDEPTH 4
+FSDECAY 0.5
+FSUSERWEIGHT 3
+USERCFG[ann] PRIORITY=100 FSTARGET=25+ MAXJOB=2,4 MAXPROC=16
+MAXJOBPERUSERCOUNT 8
+SRCFG[night] HOSTLIST=n0 STARTTIME=00:00:00 ENDTIME=06:00:00 PERIOD=DAY USERLIST=ops
+MODULES statistics
+"""
+
+
+def test_from_maui_config():
+    cfg = SchedulerConfig.from_maui_config(parse_maui_config(MAUI_CFG, "maui.cfg"))
+    assert cfg.reservation_depth == 4 and cfg.reservation_policy is ReservationPolicy.HIGHEST
+    assert cfg.backfill_policy is BackfillPolicy.BESTFIT
+    assert cfg.node_allocation_policy == "MINRESOURCE"
+    assert cfg.availability_policy.value == "DEDICATED"
+    assert cfg.weights["PROCWEIGHT"] == 10 and cfg.weights["QUEUETIMEWEIGHT"] == 0
+    assert cfg.cred_priority["USER"]["ann"] == 100
+    assert (cfg.fs_policy.value, cfg.fs_interval, cfg.fs_depth, cfg.fs_decay) == ("DEDICATEDPS", 3600, 4, 0.5)
+    t = cfg.fs_targets["USER"]["ann"]
+    assert (t.value, t.mode) == (25.0, "+")
+    assert cfg.throttles["USER"]["ann"]["MAXJOB"] == (2, 4)
+    assert cfg.throttles["USER"]["DEFAULT"]["MAXJOB"] == (8, 8)
+    assert cfg.modules == ("statistics",)
+    night = cfg.standing_reservations["night"]
+    assert night.nodes == ("n0",) and night.end == 6 * 3600 and "ops" in night.acl.users
+    sched = Scheduler([Node("n0", procs=8), Node("n1", procs=8)], cfg)
+    sched.submit(Job("a", tasks=4, user="ann", walltime=60), now=0)
+    assert [dict(s.allocation) for s in sched.iterate(0).started] == [{"n1": 4}]
+
+
+def test_unsupported_maui_values_are_typed_errors_with_location():
+    cfg = parse_maui_config("BACKFILLPOLICY FIRSTFIT\nNODEALLOCATIONPOLICY CONTIGUOUS\n", "x.cfg")
+    with pytest.raises(MauiConfigError) as err:
+        SchedulerConfig.from_maui_config(cfg)
+    assert err.value.line == 2 and "CONTIGUOUS" in str(err.value)
