@@ -1,0 +1,53 @@
+"""The bridge between replayed jobs and the Maui scheduling core.
+
+The simulator has no scheduling policy of its own: every decision comes from
+:class:`grid_tasks.maui.Scheduler`, the same core the live scheduler runs.  A
+trace's machine is one pool node of ``P`` processors (SWF records carry
+processor counts, not node shapes), and a job is ``procs`` one-processor tasks
+with the user estimate as its walltime.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from grid_tasks.errors import GridTasksError
+from grid_tasks.maui import Job, Node, Scheduler, SchedulerConfig
+from grid_tasks.maui.cfg import load_maui_config
+from grid_tasks.sim.conventions import SimJob
+
+__all__ = ["POLICIES", "load_config", "new_scheduler", "to_core_job", "policy_label"]
+
+POLICIES = ("fcfs", "easy", "conservative")
+
+
+def load_config(policy: str | None = "easy", config: str | Path | None = None) -> SchedulerConfig:
+    """A :class:`SchedulerConfig`: from a ``maui.cfg`` file if given, else a preset.
+
+    Raises the core's typed errors (``SchedulerError``, ``MauiConfigError``) on
+    an unknown policy or a bad configuration file.
+    """
+    if config is not None:
+        return SchedulerConfig.from_maui_config(load_maui_config(config))
+    return SchedulerConfig.preset(policy or "easy")
+
+
+def policy_label(policy: str | None, config: str | Path | None) -> str:
+    """How a run's policy is named in reports: the preset or the config file's name."""
+    return Path(config).name if config is not None else (policy or "easy")
+
+
+def new_scheduler(procs: int, config: SchedulerConfig, name: str = "c0") -> Scheduler:
+    """A Maui core scheduling one pool node of ``procs`` processors."""
+    if procs < 1:
+        raise GridTasksError(f"cluster {name}: needs at least one processor, got {procs}")
+    return Scheduler(nodes=[Node(name=name, procs=procs)], config=config)
+
+
+def to_core_job(job: SimJob) -> Job:
+    """The core's view of a replayed job: ``procs`` single-processor tasks."""
+    return Job(id=job.id, tasks=job.procs, procs_per_task=1, walltime=job.estimate,
+               submit_time=job.submit,
+               user=str(job.user) if job.user >= 0 else None,
+               group=str(job.group) if job.group >= 0 else None,
+               job_class=str(job.queue) if job.queue >= 0 else None)

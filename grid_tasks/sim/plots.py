@@ -1,0 +1,135 @@
+"""PNG plots of replays (matplotlib, Agg backend: no display needed).
+
+* :func:`plot_utilization`: busy fraction of the machine over time, per run;
+* :func:`plot_wait_cdf`: the cumulative distribution of waits, per run;
+* :func:`plot_gantt`: a window of the schedule, one row per job (wait drawn
+  light, run solid, killed jobs red), with the reservations the core held
+  during the window shaded (job reservations hatched on their job's row,
+  administrative ones as grey bands).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+from grid_tasks.errors import GridTasksError  # noqa: E402
+from grid_tasks.sim.conventions import SimJob  # noqa: E402
+
+__all__ = ["PlotError", "utilization_series", "plot_utilization", "plot_wait_cdf",
+           "plot_gantt", "DAY"]
+
+DAY = 86400.0
+
+
+class PlotError(GridTasksError):
+    """A plot cannot be drawn or saved."""
+
+
+def utilization_series(jobs: Sequence[SimJob], procs: int,
+                       bins: int = 200) -> tuple[np.ndarray, np.ndarray]:
+    """Bin centres (s) and the mean busy fraction of ``procs`` processors in each bin.
+
+    Exact: the busy count is a step function, integrated between bin edges.
+    """
+    ran = [j for j in jobs if j.end >= 0]
+    if not ran:
+        return np.zeros(0), np.zeros(0)
+    times = np.fromiter((t for j in ran for t in (j.start, j.end)), float, 2 * len(ran))
+    delta = np.fromiter((d for j in ran for d in (j.procs, -j.procs)), float, 2 * len(ran))
+    order = np.argsort(times, kind="stable")
+    times, delta = times[order], delta[order]
+    level = np.cumsum(delta)
+    area = np.concatenate(([0.0], np.cumsum(level[:-1] * np.diff(times))))
+    lo = min(j.submit for j in ran)
+    edges = np.linspace(lo, times[-1], bins + 1)
+    cum = np.interp(edges, times, area, left=0.0)
+    width = np.diff(edges)
+    width[width == 0] = 1.0
+    return (edges[:-1] + edges[1:]) / 2, np.diff(cum) / (procs * width)
+
+
+def _save(fig: Any, path: Path) -> Path:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(path, dpi=110, bbox_inches="tight")
+    except OSError as exc:
+        raise PlotError(f"{path}: cannot save the plot: {exc.strerror or exc}") from None
+    finally:
+        plt.close(fig)
+    return path
+
+
+def plot_utilization(runs: Sequence[tuple[str, Sequence[SimJob], int]], path: Path) -> Path:
+    """Utilization over time, one line per ``(label, jobs, procs)``."""
+    fig, ax = plt.subplots(figsize=(10, 4))
+    for label, jobs, procs in runs:
+        x, y = utilization_series(jobs, procs)
+        ax.plot(x / DAY, y, label=label, linewidth=1)
+    ax.set_xlabel("time since trace start (days)")
+    ax.set_ylabel("utilization")
+    ax.set_ylim(0, 1.05)
+    ax.grid(alpha=0.3)
+    ax.legend(loc="lower right")
+    ax.set_title("Utilization over time")
+    return _save(fig, path)
+
+
+def plot_wait_cdf(runs: Sequence[tuple[str, Sequence[SimJob]]], path: Path) -> Path:
+    """Empirical CDF of the measured jobs' waits, one curve per ``(label, jobs)``."""
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for label, jobs in runs:
+        waits = np.sort(np.fromiter((j.start - j.submit for j in jobs if j.measured and j.end >= 0),
+                                    float))
+        if waits.size == 0:
+            continue
+        frac = np.arange(1, waits.size + 1) / waits.size
+        ax.step(np.maximum(waits, 1.0), frac, where="post", label=label)
+    ax.set_xscale("log")
+    ax.set_xlabel("wait (s, log scale; waits under 1 s drawn at 1 s)")
+    ax.set_ylabel("fraction of jobs")
+    ax.set_ylim(0, 1.01)
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(loc="lower right")
+    ax.set_title("Wait-time CDF")
+    return _save(fig, path)
+
+
+def plot_gantt(jobs: Sequence[SimJob], window: tuple[float, float], path: Path, *,
+               reservations: Sequence[Any] = (), title: str = "Schedule",
+               max_rows: int = 150) -> Path:
+    """Jobs overlapping ``window`` (waiting or running) as rows, reservations shaded."""
+    lo, hi = window
+    if not hi > lo:
+        raise PlotError(f"empty Gantt window [{lo}, {hi}]")
+    shown = sorted((j for j in jobs if j.end >= 0 and j.submit < hi and j.end > lo),
+                   key=lambda j: (j.start, j.submit))[:max_rows]
+    row = {j.id: i for i, j in enumerate(shown)}
+    fig, ax = plt.subplots(figsize=(11, max(3.0, 0.12 * len(shown) + 1.5)))
+    for i, job in enumerate(shown):
+        ax.barh(i, job.start - job.submit, left=job.submit, height=0.8, color="#d0d8e8")
+        ax.barh(i, job.end - job.start, left=job.start, height=0.8,
+                color="#c0392b" if job.killed else "#2e6fb7")
+    for res in reservations:
+        if res.end <= lo or res.start >= hi:
+            continue
+        if res.job_id is not None and res.job_id in row:
+            ax.barh(row[res.job_id], res.end - res.start, left=res.start, height=0.8,
+                    color="none", edgecolor="#e67e22", hatch="///", linewidth=0.6)
+        elif res.kind == "admin":
+            ax.axvspan(res.start, res.end, color="grey", alpha=0.15)
+    ax.set_xlim(lo, hi)
+    ax.set_ylim(-1, max(len(shown), 1))
+    ax.invert_yaxis()
+    ax.set_xlabel("time (s)")
+    ax.set_ylabel("jobs (by start)")
+    ax.set_title(f"{title}: [{lo:,.0f}, {hi:,.0f}] s — light: waiting, blue: running, "
+                 "red: killed, hatched: reservation")
+    return _save(fig, path)

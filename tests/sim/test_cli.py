@@ -1,0 +1,176 @@
+"""``grid-tasks simulate``: JSON, comparisons, multi-cluster, outputs and typed errors."""
+
+from __future__ import annotations
+
+import csv
+import json
+import random
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from grid_tasks.cli import main
+from grid_tasks.sim.replay import ClusterSpec, Replay
+from tests.sim.conftest import TRACES, swf_line, trace_path, write_swf
+
+
+def synthetic(path: Path, n: int = 300, procs: int = 16, seed: int = 1,
+              header: bool = True) -> Path:
+    """A busy little machine: random sizes, runtimes and (over)estimates."""
+    rng = random.Random(seed)
+    lines, t = [], 0
+    for i in range(1, n + 1):
+        t += rng.randint(0, 1200)
+        run = rng.randint(1, 3000)
+        lines.append(swf_line(i, t, run, rng.randint(1, procs // 2), req_time=run * rng.choice([1, 2, 5]),
+                              user=rng.randint(1, 5)))
+    return write_swf(path, lines, header=[f"MaxProcs: {procs}"] if header else None)
+
+
+def invoke(*args: str) -> tuple[int, str, str]:
+    result = CliRunner().invoke(main, ["simulate", *args])
+    return result.exit_code, result.stdout, result.stderr
+
+
+def test_json_headline_matches_the_library(tmp_path: Path) -> None:
+    trace = synthetic(tmp_path / "t.swf")
+    code, out, _ = invoke(str(trace), "--json", "--policy", "conservative")
+    assert code == 0
+    data = json.loads(out)
+    for key in ("jobs_measured", "mean_wait_s", "mean_bsld", "utilization", "makespan_s",
+                "sim_wall_s"):
+        assert key in data
+    direct = Replay([ClusterSpec(trace)], policy="conservative").run().summary
+    assert direct is not None
+    assert data["jobs_measured"] == direct.jobs_measured == 300
+    assert data["mean_wait_s"] == pytest.approx(direct.mean_wait_s)
+    assert data["policy"] == "conservative" and data["sim_wall_s"] > 0
+
+
+def test_pyss_first_n_on_a_shared_trace(tmp_path: Path) -> None:
+    trace = trace_path("SDSC-SP2")
+    code, out, _ = invoke(str(trace), "--json", "--conventions", "pyss", "--first", "2000")
+    assert code == 0
+    data = json.loads(out)
+    direct = Replay([ClusterSpec(trace, TRACES["SDSC-SP2"][1])], conventions="pyss",
+                    first=2000).run()
+    assert data["clusters"]["SDSC-SP2-1998-4.2-cln"]["job_lines"] == 2000
+    assert data["mean_bsld"] == pytest.approx(direct.summary.mean_bsld)  # type: ignore[union-attr]
+
+
+def test_compare_policies_side_by_side(tmp_path: Path) -> None:
+    trace = synthetic(tmp_path / "t.swf")
+    code, out, _ = invoke(str(trace), "--compare", "easy,fcfs", "--json")
+    assert code == 0
+    data = json.loads(out)
+    assert data["compare"] == ["easy", "fcfs"]
+    easy, fcfs = data["policies"]["easy"], data["policies"]["fcfs"]
+    assert easy["jobs_measured"] == fcfs["jobs_measured"] == 300
+    assert easy["mean_wait_s"] != fcfs["mean_wait_s"]  # backfilling changed the schedule
+    code, table, _ = invoke(str(trace), "--compare", "easy,fcfs", "--no-groups")
+    assert code == 0 and "easy" in table and "fcfs" in table and "mean bounded" in table
+
+
+def test_multi_cluster_replay_on_one_clock(tmp_path: Path) -> None:
+    a = synthetic(tmp_path / "a.swf", n=120, procs=16, seed=2)
+    b = synthetic(tmp_path / "b.swf", n=80, procs=8, seed=3, header=False)
+    code, out, _ = invoke("--cluster", str(a), "--cluster", f"{b}:8", "--json")
+    assert code == 0, out
+    data = json.loads(out)
+    assert set(data["clusters"]) == {"a", "b"}
+    assert data["clusters"]["a"]["procs"] == 16 and data["clusters"]["b"]["procs"] == 8
+    assert data["jobs_measured"] == 200
+    assert data["clusters"]["a"]["jobs_measured"] == 120
+
+
+def test_per_job_output_and_plots(tmp_path: Path) -> None:
+    trace = synthetic(tmp_path / "t.swf", n=150)
+    jobs_out, plots = tmp_path / "jobs.csv", tmp_path / "plots"
+    code, out, err = invoke(str(trace), "--jobs-out", str(jobs_out), "--plots", str(plots),
+                            "--gantt", "0:2h")
+    assert code == 0, err
+    rows = list(csv.DictReader(jobs_out.open()))
+    assert len(rows) == 150 and all(float(r["start"]) >= float(r["submit"]) for r in rows)
+    pngs = sorted(p.name for p in plots.glob("*.png"))
+    assert pngs == ["gantt-easy.png", "utilization.png", "wait_cdf.png"]
+    assert all((plots / p).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for p in pngs)
+    assert "wrote" in out and "By job size" in out
+
+
+def test_bad_line_is_reported_with_position(tmp_path: Path) -> None:
+    bad = "2 9 -1 5 x -1 -1 -1 -1 -1 1 1 1 -1 1 -1 -1 -1"
+    trace = write_swf(tmp_path / "bad.swf", [swf_line(1, 0, 5, 1), bad], header=["MaxProcs: 4"])
+    code, _, err = invoke(str(trace))
+    assert code == 1
+    assert f"{trace}:3:" in err and "allocated_procs" in err and "^" in err
+    assert "Traceback" not in err
+    code, out, _ = invoke(str(trace), "--json")
+    assert code == 1 and json.loads(out)["error"]["line"] == 3
+    code, out, _ = invoke(str(trace), "--json", "--skip-bad")
+    assert code == 0 and json.loads(out)["clusters"]["bad"]["bad_lines"] == 1
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--gantt", "5h"], "expected START:END"),
+    (["--gantt", "2h:1h"], "END must be after START"),
+    (["--compare", "easy,lottery"], "unknown policy 'lottery'"),
+    (["--compare", "easy", "--config", "x.cfg"], "list the maui.cfg in --compare"),
+])
+def test_bad_options_are_typed_errors(tmp_path: Path, args: list[str], message: str) -> None:
+    code, _, err = invoke(str(synthetic(tmp_path / "t.swf", n=5)), *args)
+    assert code == 1 and message in err and "Traceback" not in err
+
+
+def test_machine_size_is_required_without_header(tmp_path: Path) -> None:
+    trace = synthetic(tmp_path / "t.swf", n=5, header=False)
+    code, _, err = invoke(str(trace))
+    assert code == 1 and "--procs" in err
+    code, out, _ = invoke(str(trace), "--procs", "16", "--json")
+    assert code == 0 and json.loads(out)["clusters"]["t"]["procs"] == 16
+
+
+def test_trace_without_usable_jobs_is_an_error(tmp_path: Path) -> None:
+    trace = write_swf(tmp_path / "t.swf", [swf_line(1, 0, 0, 4)], header=["MaxProcs: 4"])
+    code, _, err = invoke(str(trace))  # the only job never ran: the default drops it
+    assert code == 1 and "no measured job" in err and "1 dropped" in err
+
+
+def test_missing_trace_and_no_trace() -> None:
+    code, _, err = invoke("/nonexistent/trace.swf")
+    assert code == 1 and "cannot open trace" in err
+    code, _, err = invoke()
+    assert code == 1 and "give a TRACE" in err
+
+
+def test_help_documents_the_options() -> None:
+    code, out, _ = invoke("--help")
+    assert code == 0
+    for option in ("--policy", "--config", "--compare", "--procs", "--first", "--conventions",
+                   "--json", "--plots", "--jobs-out", "--skip-bad", "--cluster", "--gantt"):
+        assert option in out
+
+
+def test_config_file_policy_is_the_one_replayed(tmp_path: Path) -> None:
+    """A maui.cfg spelling out EASY replays exactly like the preset; one spelling out
+    FCFS (no backfill, no reservation) exactly like fcfs, which differs from EASY here."""
+    trace = synthetic(tmp_path / "t.swf", n=200)
+    easy_cfg = tmp_path / "easy.cfg"
+    easy_cfg.write_text("BACKFILLPOLICY FIRSTFIT\nRESERVATIONPOLICY HIGHEST\nRESERVATIONDEPTH 1\n")
+    fcfs_cfg = tmp_path / "fcfs.cfg"
+    fcfs_cfg.write_text("BACKFILLPOLICY NONE\nRESERVATIONPOLICY HIGHEST\nRESERVATIONDEPTH 0\n")
+    code, out, err = invoke(str(trace), "--json", "--compare", f"{easy_cfg},easy,{fcfs_cfg},fcfs")
+    assert code == 0, err
+    runs = json.loads(out)["policies"]
+    assert list(runs) == ["easy.cfg", "easy", "fcfs.cfg", "fcfs"]
+    assert runs["easy.cfg"]["mean_wait_s"] == runs["easy"]["mean_wait_s"]
+    assert runs["fcfs.cfg"]["mean_wait_s"] == runs["fcfs"]["mean_wait_s"]
+    assert runs["easy"]["mean_wait_s"] != runs["fcfs"]["mean_wait_s"]
+
+
+def test_bad_config_file_is_reported_with_its_line(tmp_path: Path) -> None:
+    trace = synthetic(tmp_path / "t.swf", n=5)
+    cfg = tmp_path / "bad.cfg"
+    cfg.write_text("RESERVATIONDEPTH 1\nBACKFILLPOLICY SOMETIMES\n")
+    code, _, err = invoke(str(trace), "--config", str(cfg))
+    assert code == 1 and f"{cfg}:2" in err and "Traceback" not in err
