@@ -1,0 +1,361 @@
+"""The Python API of grid_tasks: submit GRAM jobs and follow them.
+
+    from grid_tasks import Grid
+    grid = Grid()                       # settings from GRID_TASKS_* variables
+    job = grid.submit("&(executable=/bin/hostname)(count=2)", rm="rmA")
+    status = job.wait(timeout=60)       # blocks on Redis pub/sub, not on SQL polling
+    print(status.state, job.output())
+
+Connections come from the :class:`~grid_tasks.settings.Settings` given (or the
+environment); no global Celery app is used.
+"""
+
+from __future__ import annotations
+
+import getpass
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+from sqlalchemy.exc import IntegrityError
+
+from grid_tasks.errors import GridTasksError, NotFoundError
+from grid_tasks.gram.errors import JobFinishedError, JobRefusedError, WaitTimeoutError
+from grid_tasks.gram.submission import build_job, cancel_job, check_fits, choose_rm
+from grid_tasks.gram.records import Outbox
+from grid_tasks.settings import Settings
+from grid_tasks.states import JobState, MauiJobState
+
+__all__ = ["Grid", "HistoryEntry", "JobHandle", "JobStatus", "JobFinishedError",
+           "JobRefusedError", "NotFoundError", "WaitTimeoutError"]
+
+
+@dataclass(frozen=True)
+class JobStatus:
+    """A snapshot of one job: GRAM and Maui state, why, exit codes, times, nodes."""
+
+    id: int
+    contact: str | None
+    rm: str | None
+    state: JobState
+    maui_state: MauiJobState
+    reason: str | None = None
+    gram_error: str | None = None
+    gram_error_code: int | None = None
+    exit_code: int | None = None
+    exit_codes: dict[str, int] = field(default_factory=dict)
+    submit_time: datetime | None = None
+    start_time: datetime | None = None
+    end_time: datetime | None = None
+    nodes: dict[str, int] = field(default_factory=dict)
+    user: str | None = None
+
+    @property
+    def terminal(self) -> bool:
+        return self.state.terminal
+
+    @classmethod
+    def from_row(cls, row: Any) -> "JobStatus":
+        request = row.request or {}
+        return cls(row.id, row.contact, row.rm, JobState(row.state), MauiJobState(row.maui_state),
+                   row.failure_reason, row.gram_error, row.gram_error_code, row.exit_code,
+                   dict(request.get("exit_codes") or {}), row.submit_time, row.start_time,
+                   row.end_time, dict(row.nodes_allocated or {}), row.user)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form (times as ISO 8601)."""
+        out: dict[str, Any] = {}
+        for name in self.__dataclass_fields__:
+            value = getattr(self, name)
+            if isinstance(value, datetime):
+                value = value.isoformat()
+            elif isinstance(value, (JobState, MauiJobState)):
+                value = value.value
+            out[name] = value
+        return out
+
+
+@dataclass(frozen=True)
+class HistoryEntry:
+    """One recorded state change."""
+
+    from_state: JobState | None
+    to_state: JobState
+    reason: str | None
+    at: datetime
+
+
+class Grid:
+    """A connection to one grid: SQL for records, Redis for events, Celery for triggers."""
+
+    def __init__(self, settings: Settings | None = None) -> None:
+        self.settings = settings or Settings.from_env()
+        self._factory: Any = None
+        self._redis: Any = None
+        self._app: Any = None
+
+    # -- connections (lazy, so constructing a Grid never blocks) ------------------------
+    @property
+    def sessions(self) -> Any:
+        if self._factory is None:
+            from grid_tasks.db import get_engine, session_factory
+
+            self._factory = session_factory(get_engine(self.settings.database_url))
+        return self._factory
+
+    @property
+    def redis(self) -> Any:
+        if self._redis is None:
+            from grid_tasks.security.connections import redis_client
+
+            self._redis = redis_client(self.settings)  # rediss:// gets the TLS options
+        return self._redis
+
+    @property
+    def app(self) -> Any:
+        if self._app is None:
+            from grid_tasks.celery_app import create_app
+
+            self._app = create_app(self.settings)
+        return self._app
+
+    def close(self) -> None:
+        """Release the Redis connections and the Celery app made by this Grid."""
+        if self._app is not None:
+            from grid_tasks.gram.results import release_results
+
+            release_results(self._app)  # before the Redis may stop (no noise from __del__)
+        if self._redis is not None:
+            self._redis.close()
+        if self._app is not None:
+            self._app.close()
+
+    def __enter__(self) -> "Grid":
+        return self
+
+    def __exit__(self, *_: Any) -> None:
+        self.close()
+
+    # -- jobs ---------------------------------------------------------------------------
+    def submit(self, rsl: str, rm: str | None = None, *, user: str | None = None,
+               group: str | None = None, account: str | None = None, qos: str | None = None,
+               job_class: str | None = None, idempotency_key: str | None = None,
+               extra_env: dict[str, str] | None = None,
+               variables: dict[str, str] | None = None, source: str = "<rsl>",
+               identity: str | None = None) -> "JobHandle":
+        """Validate and queue a GRAM job at resource manager ``rm``; returns its handle.
+
+        With a grid map configured (``GRID_TASKS_GRIDMAP``), ``identity`` (default
+        ``user@host`` of this process) must map to a local account on the RM, else
+        :class:`~grid_tasks.security.errors.Unauthorized` and nothing is stored; the
+        job's processes then run as that account (and ``user`` defaults to it).
+
+        ``rm`` defaults to the RSL's resourceManagerContact, else the only RM.
+        Raises RSLError (invalid RSL, with its GRAM code), NotFoundError (unknown
+        RM) or JobRefusedError (larger than the RM can ever hold).  A repeated
+        ``idempotency_key`` returns the job first submitted with it.
+        ``extra_env`` is added to every process's environment; ``source`` names
+        the RSL in error messages (e.g. its file).
+        """
+        from grid_tasks.db import repository, session_scope
+        from grid_tasks.rsl import lower
+
+        subjobs = lower(rsl, variables, source=source)
+        if len(subjobs) != 1:
+            raise JobRefusedError("a multi-request (+...) is a coallocated job: submit it with "
+                                  "grid-tasks coalloc", code="BAD_RSL")
+        sub = subjobs[0]
+        creds = {"user": user or getpass.getuser(), "group": group, "account": account,
+                 "qos": qos, "job_class": job_class}
+        outbox = Outbox()
+        try:
+            with session_scope(self.sessions) as session:
+                if idempotency_key:
+                    found = repository.find_job_by_idempotency_key(session, idempotency_key)
+                    if found is not None:
+                        return JobHandle(self, found.id, found.contact)
+                name = choose_rm(session, rm or sub.rm_contact)
+                who, granted = self._authorize(identity, name)
+                if granted is not None:
+                    creds["user"] = user or granted.name
+                check_fits(session, name, sub)
+                row = build_job(session, name, rsl, sub, creds, _now(), outbox,
+                                idempotency_key=idempotency_key, extra_env=extra_env,
+                                run_as=granted.name if granted else None,
+                                owner=who if granted else None)
+                handle = JobHandle(self, row.id, row.contact)
+        except IntegrityError:
+            if not idempotency_key:
+                raise
+            with session_scope(self.sessions) as session:
+                found = repository.find_job_by_idempotency_key(session, idempotency_key)
+                if found is None:
+                    raise
+                return JobHandle(self, found.id, found.contact)
+        outbox.flush(self.redis, self.app)
+        return handle
+
+    def _authorize(self, identity: str | None, rm: str) -> tuple[str, Any]:
+        """(identity, the grid map's LocalAccount or None when authorization is off)."""
+        from grid_tasks.security.authorization import authorize, local_identity
+
+        who = identity or local_identity()
+        return who, authorize(self.settings, who, rm, account=None)
+
+    def job(self, job_id_or_contact: int | str) -> "JobHandle":
+        """The handle of an existing job, by id or GRAM contact; NotFoundError otherwise."""
+        from grid_tasks.db import repository, session_scope
+
+        with session_scope(self.sessions) as session:
+            if isinstance(job_id_or_contact, int) or str(job_id_or_contact).isdigit():
+                row = repository.get_job(session, int(job_id_or_contact))
+            else:
+                row = repository.get_job_by_contact(session, str(job_id_or_contact))
+            return JobHandle(self, row.id, row.contact)
+
+    def status(self, job_id: int) -> JobStatus:
+        """The current status of ``job_id`` (one SQL read)."""
+        from grid_tasks.db import repository, session_scope
+
+        with session_scope(self.sessions) as session:
+            return JobStatus.from_row(repository.get_job(session, int(job_id)))
+
+    def cancel(self, job_id: int | str) -> JobStatus:
+        """Cancel a job: an idle one fails at once, a running one is killed by its
+        job managers (FAILED, USER_CANCELLED).  NotFoundError for an unknown job,
+        JobFinishedError for one that is DONE or FAILED already."""
+        handle = self.job(job_id)
+        return cancel_job(self, handle.id)
+
+
+    # -- coallocated (DUROC) jobs: grid_tasks.duroc.control ------------------------------
+    @property
+    def coallocator(self) -> Any:
+        if getattr(self, "_coallocator", None) is None:
+            from grid_tasks.duroc.control import Coallocator
+
+            self._coallocator = Coallocator(self)
+        return self._coallocator
+
+    def job_request(self, rsl: str, *, user: str | None = None,
+                    barrier_timeout: float | None = None,
+                    variables: dict[str, str] | None = None, source: str = "<rsl>",
+                    coreserve: bool | None = None, allow_early: bool = False,
+                    lead: float | None = None) -> Any:
+        """Start a coallocated job from a ``+`` multi-request; its CoallocHandle.
+
+        One GRAM subjob per component at its resourceManagerContact, released
+        together through one start barrier; a strict job fails and is cleaned up
+        when its barrier is not complete within ``barrier_timeout`` seconds.
+
+        With ``coreserve`` (automatic when a component has no resourceManagerContact)
+        the broker first places the components and co-reserves them with one common
+        start at least ``lead`` s away (``handle.coreservation``); each subjob is bound
+        to its grid reservation (``allow_early``: may start before it) and the barrier
+        timeout also covers the wait.  See :mod:`grid_tasks.broker.grid_jobs`.
+        """
+        from grid_tasks.duroc.control import DEFAULT_BARRIER_TIMEOUT_S
+        from grid_tasks.duroc.handle import CoallocHandle
+
+        if coreserve is not False:
+            from grid_tasks.broker.grid_jobs import coallocate
+
+            placed = coallocate(self, rsl, user=user, variables=variables, source=source,
+                                barrier_timeout=barrier_timeout or DEFAULT_BARRIER_TIMEOUT_S,
+                                coreserve=coreserve, allow_early=allow_early, lead=lead)
+            if placed is not None:
+                return placed
+        job_id = self.coallocator.job_request(
+            rsl, user=user, barrier_timeout=barrier_timeout or DEFAULT_BARRIER_TIMEOUT_S,
+            variables=variables, source=source)
+        return CoallocHandle(self.coallocator, job_id)
+
+    def coalloc(self, job: int | str) -> Any:
+        """The CoallocHandle of an existing coallocated job (id or duroc:// contact)."""
+        from grid_tasks.duroc.handle import CoallocHandle
+
+        return CoallocHandle(self.coallocator, self.coallocator._existing(job))
+
+    def subjob_add(self, job: int | str, rsl: str) -> list[str]:
+        """Add subjob(s) before release; they join the same barrier. Their labels."""
+        return self.coallocator.subjob_add(job, rsl)
+
+    def subjob_delete(self, job: int | str, label: str) -> Any:
+        """Delete a subjob before release; the new snapshot."""
+        return self.coallocator.subjob_delete(job, label)
+
+    def barrier_release(self, job: int | str, wait_for_subjobs: bool = True,
+                        timeout: float | None = None) -> Any:
+        """Release the job's start barrier (see Coallocator.barrier_release)."""
+        return self.coallocator.barrier_release(job, wait_for_subjobs, timeout)
+
+    def job_cancel(self, job: int | str) -> Any:
+        """Cancel a coallocated job at any stage: every subjob on every RM."""
+        return self.coallocator.job_cancel(job)
+
+    def subjob_states(self, job: int | str) -> Any:
+        """A CoallocStatus snapshot: job state, barrier, each subjob's state and entries."""
+        return self.coallocator.subjob_states(job)
+
+
+class JobHandle:
+    """One submitted job, to query, wait for, cancel and read the output of."""
+
+    def __init__(self, grid: Grid, job_id: int, contact: str | None) -> None:
+        self.grid, self.id, self.contact = grid, int(job_id), contact
+
+    def __repr__(self) -> str:
+        return f"JobHandle({self.id}, {self.contact!r})"
+
+    def status(self) -> JobStatus:
+        return self.grid.status(self.id)
+
+    def wait(self, timeout: float | None = None) -> JobStatus:
+        """Block until the job is DONE or FAILED; WaitTimeoutError after ``timeout`` s.
+
+        Subscribes to the job's channel first, reads SQL once, then sleeps on
+        the subscription; SQL is read again only when an event arrives.
+        """
+        from grid_tasks.events import next_event, subscribe
+
+        deadline = None if timeout is None else time.monotonic() + timeout
+        pubsub = subscribe(self.grid.redis, self.id)
+        try:
+            status = self.status()
+            while not status.terminal:
+                left = 3600.0 if deadline is None else deadline - time.monotonic()
+                if left <= 0:
+                    raise WaitTimeoutError(f"job {self.id} still {status.state.value} after "
+                                           f"{timeout:g} s", status)
+                event = next_event(pubsub, min(left, 5.0))
+                if event is not None and JobState(event.state).terminal:
+                    status = self.status()
+                elif event is None and left <= 5.0:
+                    status = self.status()  # last look before giving up
+        finally:
+            pubsub.close()
+        return status
+
+    def cancel(self) -> JobStatus:
+        return self.grid.cancel(self.id)
+
+    def output(self, stream: str = "stdout") -> str:
+        """The captured ``stdout`` or ``stderr`` of all processes, in arrival order."""
+        from grid_tasks.events import iter_output
+
+        if stream not in ("stdout", "stderr"):
+            raise GridTasksError(f"unknown stream {stream!r}: stdout or stderr")
+        return "".join(line.text for line in iter_output(self.grid.redis, self.id)
+                       if line.stream == stream)
+
+    def history(self) -> list[HistoryEntry]:
+        from grid_tasks.db import repository, session_scope
+
+        with session_scope(self.grid.sessions) as session:
+            return [HistoryEntry(h.from_state, h.to_state, h.reason, h.at)
+                    for h in repository.job_history(session, self.id)]
+
+
+def _now() -> datetime:
+    return datetime.now(timezone.utc)

@@ -1,0 +1,224 @@
+"""The job manager of one job on one node: start, watch, limit, report.
+
+It runs as a thread of the node daemon (so it dies with its worker), and its
+processes carry ``PR_SET_PDEATHSIG``, so a worker killed with SIGKILL leaves no
+orphan.  While the processes run it refreshes a per-job lease in Redis; the
+scheduler's iteration treats an expired lease as a lost node (see
+:mod:`grid_tasks.scheduling.recovery`).  It kills the whole process group past
+``max_wall_time``, on cancel, or when its launch token is superseded.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import signal
+import subprocess
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import RedisError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from grid_tasks.events import append_output
+from grid_tasks.gram import keys
+from grid_tasks.gram.errors import LaunchError
+from grid_tasks.gram.launch import (
+    LaunchRequest,
+    account_for,
+    check_host,
+    kill_group,
+    open_outputs,
+    spawn,
+)
+from grid_tasks.gram.report import NodeContext, redis_retrying, report_finished, report_started
+
+log = logging.getLogger(__name__)
+
+#: What programs print when an allocation fails under RLIMIT_AS (Python, C, C++, Java,
+#: glibc's strerror): the exit code alone does not say that the memory limit was hit.
+_OOM = re.compile(rb"MemoryError|Cannot allocate memory|std::bad_alloc|out of memory|"
+                  rb"OutOfMemoryError", re.IGNORECASE)
+#: Signals that end a process over its CPU-time rlimit (soft, then hard one second later).
+_CPU_SIGNALS = (-signal.SIGXCPU, -signal.SIGKILL)
+
+#: Retry delays of one output line through a Redis outage (seconds): short, since the
+#: process blocks on a full pipe meanwhile.
+_STREAM_DELAYS = (0.1, 0.3, 0.6, 1.0, 1.0, 2.0)
+
+#: Running job managers of this process, by (job id, node): for tests and shutdown.
+RUNNING: dict[tuple[int, str], "JobManager"] = {}
+
+
+@dataclass
+class Part:
+    """This node's outcome: exit codes per rank, or why it failed."""
+
+    exit_codes: dict[str, int]
+    reason: str | None = None
+    code: str | None = None
+
+    def to_json(self) -> str:
+        return json.dumps({"exit_codes": self.exit_codes, "reason": self.reason,
+                           "code": self.code})
+
+
+class JobManager(threading.Thread):
+    """Runs one LaunchRequest to completion and reports it."""
+
+    def __init__(self, req: LaunchRequest, ctx: NodeContext) -> None:
+        super().__init__(name=f"job manager {req.job_id}@{req.node}", daemon=True)
+        self.req, self.ctx = req, ctx
+        self.procs: list[tuple[int, subprocess.Popen[bytes]]] = []
+        self.changed = threading.Event()
+        self.readers: list[threading.Thread] = []
+        self.kill_reason: tuple[str, str] | None = None
+        self.out_of_memory = False  # a process said an allocation failed
+
+    def run(self) -> None:
+        RUNNING[(self.req.job_id, self.req.node)] = self
+        try:
+            part = self._run()
+        except Exception as exc:  # never leave the job without a report
+            log.exception("job manager %s/%s crashed", self.req.job_id, self.req.node)
+            self._kill_all()
+            part = Part({}, f"job manager failed on {self.req.node}: {exc}", "JM_STOPPED")
+        finally:
+            RUNNING.pop((self.req.job_id, self.req.node), None)
+        try:
+            report_finished(self.ctx, self.req, part.to_json())
+        except Exception:  # retries exhausted: the lease is gone, so recovery ends the job
+            log.exception("job manager %s/%s could not report its end",
+                          self.req.job_id, self.req.node)
+
+    def _run(self) -> Part:
+        req = self.req
+        try:
+            who = account_for(req)
+            directory, argv = check_host(req, home=who.home if who and who.switch else None)
+            out, err = open_outputs(req, directory)
+        except LaunchError as exc:
+            return Part({}, str(exc), exc.code)
+        stdin = None if req.stdin is None else str(Path(directory, req.stdin))
+        try:
+            for i in range(req.process_count()):
+                rank = req.rank_offset + i
+                proc = spawn(req, argv, directory, rank, stdin, who)
+                self.procs.append((rank, proc))
+                self._watch(rank, proc, out, err)
+        except LaunchError as exc:
+            self._kill_all()
+            return Part({}, str(exc), exc.code)
+        report_started(self.ctx, req)
+        self._supervise()
+        for reader in self.readers:
+            reader.join()
+        for f in (out, err):
+            if f is not None:
+                f.close()
+        codes = {str(rank): p.returncode for rank, p in self.procs}
+        if self.kill_reason is not None:
+            return Part(codes, *self.kill_reason)
+        limit = self._limit_hit(codes)
+        return Part(codes, limit, "JOB_EXECUTION_FAILED") if limit else Part(codes)
+
+    def _limit_hit(self, codes: dict[str, int]) -> str | None:
+        """Why the job failed if a process ended on its max_cpu_time / max_memory rlimit.
+
+        GRAM reports a job stopped by a resource limit as FAILED with
+        JOB_EXECUTION_FAILED, not as DONE with the signal for exit code.
+        """
+        req = self.req
+        if req.max_cpu_time_s and any(c in _CPU_SIGNALS for c in codes.values()):
+            return f"exceeded max_cpu_time of {req.max_cpu_time_s} s: killed by the CPU limit"
+        if req.max_memory_mb and self.out_of_memory and any(codes.values()):
+            return f"exceeded max_memory of {req.max_memory_mb} MB: allocation refused"
+        return None
+
+    def _watch(self, rank: int, proc: subprocess.Popen[bytes], out: IO[bytes] | None,
+               err: IO[bytes] | None) -> None:
+        def pump(pipe: IO[bytes], name: str, copy: IO[bytes] | None, then_wait: bool) -> None:
+            watch_memory = name == "stderr" and bool(self.req.max_memory_mb)
+            for line in iter(pipe.readline, b""):
+                if watch_memory and not self.out_of_memory and _OOM.search(line):
+                    self.out_of_memory = True
+                if copy is not None:
+                    copy.write(line)
+                    copy.flush()
+                self._stream(name, rank, line)
+            pipe.close()
+            if then_wait:
+                proc.wait()
+                self.changed.set()
+
+        for name, pipe, copy, last in (("stderr", proc.stderr, err, False),
+                                       ("stdout", proc.stdout, out, True)):
+            t = threading.Thread(target=pump, args=(pipe, name, copy, last), daemon=True,
+                                 name=f"{name} {self.req.job_id}.{rank}")
+            t.start()
+            self.readers.append(t)
+
+    def _stream(self, name: str, rank: int, line: bytes) -> None:
+        """Copy a line to the job's output stream; through a Redis outage it waits a
+        few seconds (the output file, if any, keeps every line regardless)."""
+        try:
+            redis_retrying(lambda: append_output(self.ctx.redis, self.req.job_id, name,
+                                                 self.req.node, rank, line), _STREAM_DELAYS)
+        except RedisError:
+            log.warning("job %s: output line of rank %d lost to a Redis outage",
+                        self.req.job_id, rank)
+
+    def _supervise(self) -> None:
+        req, ctx = self.req, self.ctx
+        deadline = time.monotonic() + req.max_wall_time_s if req.max_wall_time_s else None
+        # report_started has just set the lease, and the launch claim checked the token
+        # and the cancel flag: the first look at them is due one interval from now
+        next_lease = time.monotonic() + ctx.lease_interval
+        while any(p.returncode is None for _, p in self.procs):
+            now = time.monotonic()
+            if deadline is not None and now >= deadline and self.kill_reason is None:
+                self._kill_all(("exceeded max_wall_time of "
+                                f"{req.max_wall_time_s:g} s: killed", "JOB_EXECUTION_FAILED"))
+            if now >= next_lease:
+                next_lease = now + ctx.lease_interval
+                self._check_control()
+            wait = next_lease - now
+            if deadline is not None and self.kill_reason is None:
+                wait = min(wait, max(0.0, deadline - now))
+            self.changed.wait(max(0.01, wait))
+            self.changed.clear()
+
+    def _check_control(self) -> None:
+        """Refresh the lease; act on a cancel or a superseded launch token."""
+        req, r = self.req, self.ctx.redis
+        pipe = r.pipeline(transaction=False)
+        pipe.set(keys.lease_key(req.job_id, req.node), req.token,
+                 px=int(self.ctx.lease_ttl * 1000))
+        pipe.exists(keys.cancel_key(req.job_id))
+        pipe.get(keys.token_key(req.job_id))
+        try:
+            _, cancelled, token = pipe.execute()
+        except (RedisConnectionError, RedisTimeoutError) as exc:
+            # Redis restarting: keep the job running and re-create the lease on the
+            # next round; recovery gives a restarted Redis a grace period for that
+            log.warning("job manager %s/%s: lease refresh failed (%s); retrying",
+                        req.job_id, req.node, exc)
+            return
+        if self.kill_reason is not None:
+            return
+        if cancelled:
+            self._kill_all(("cancelled by user", "USER_CANCELLED"))
+        elif token is not None and token.decode() != req.token:
+            self._kill_all(("launch superseded (job requeued)", "SYSTEM_CANCELLED"))
+
+    def _kill_all(self, reason: tuple[str, str] | None = None) -> None:
+        if reason is not None and self.kill_reason is None:
+            self.kill_reason = reason
+        for _, proc in self.procs:
+            if proc.returncode is None:
+                kill_group(proc)

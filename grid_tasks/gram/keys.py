@@ -1,0 +1,37 @@
+"""Redis keys of the GRAM layer (all may be lost: SQL stays the record)."""
+
+from __future__ import annotations
+
+_P = "grid_tasks:gram"
+#: How long a cancel request is remembered (seconds).
+CANCEL_TTL_S = 24 * 3600
+
+
+def token_key(job_id: int) -> str:
+    """The launch token currently valid for the job (absent: nothing may start)."""
+    return f"{_P}:{job_id}:token"
+
+
+def launched_key(job_id: int, token: str, node: str) -> str:
+    """Set once when a node accepted a launch: a redelivered launch starts nothing."""
+    return f"{_P}:{job_id}:{token}:{node}:launched"
+
+
+def lease_key(job_id: int, node: str) -> str:
+    """Refreshed by a running job manager; its expiry means the manager is gone."""
+    return f"{_P}:{job_id}:{node}:lease"
+
+
+def cancel_key(job_id: int) -> str:
+    """Set by a cancel; job managers kill their processes when they see it."""
+    return f"{_P}:{job_id}:cancel"
+
+
+def parts_key(job_id: int, token: str) -> str:
+    """Hash node -> JSON result of that node's part of one launch."""
+    return f"{_P}:{job_id}:{token}:parts"
+
+
+def started_key(job_id: int, token: str) -> str:
+    """Set by the first node whose processes started (it records ACTIVE)."""
+    return f"{_P}:{job_id}:{token}:started"

@@ -1,0 +1,254 @@
+"""Launch requests and the host side of starting a job's processes on one node.
+
+A :class:`LaunchRequest` is what the iteration sends to one node: the job's
+program and limits, how many of its tasks this node runs, their first global
+rank, and ``extra_env`` (DUROC passes its barrier and runtime variables there).
+:func:`check_host` reports GRAM's host-side errors before anything starts;
+:func:`spawn` starts one process in its own process group that dies with its
+job manager (``PR_SET_PDEATHSIG``) and carries the CPU-time and memory rlimits.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import os
+import resource
+import shutil
+import signal
+import subprocess
+from dataclasses import asdict, dataclass, field
+from typing import IO, Any
+
+from grid_tasks.gram.errors import LaunchError
+
+_PR_SET_PDEATHSIG = 1
+_libc: Any = None
+try:  # Linux: processes die with the thread that started them
+    _libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+except OSError:  # pragma: no cover - non-Linux hosts only lose the belt to the braces
+    _libc = None
+
+
+@dataclass
+class LaunchRequest:
+    """One node's part of a job launch ("load and go")."""
+
+    job_id: int
+    rm: str
+    node: str
+    token: str
+    executable: str
+    tasks: int
+    rank_offset: int
+    size: int
+    nodes: int
+    arguments: list[str] = field(default_factory=list)
+    environment: dict[str, str] = field(default_factory=dict)
+    directory: str | None = None
+    stdin: str | None = None
+    stdout: str | None = None
+    stderr: str | None = None
+    job_type: str = "multiple"
+    max_wall_time_s: float | None = None
+    max_cpu_time_s: int | None = None
+    max_memory_mb: int | None = None
+    extra_env: dict[str, str] = field(default_factory=dict)
+    #: the local account the grid map chose at submission (None: the worker's own)
+    run_as: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "LaunchRequest":
+        known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
+        return cls(**known)
+
+    def process_count(self) -> int:
+        """Processes this node starts: one per task, or one in all for ``single``."""
+        if self.job_type == "single":
+            return 1 if self.rank_offset == 0 else 0
+        if self.job_type == "mpi":
+            return 1 if self.tasks else 0  # mpirun starts the tasks itself
+        return self.tasks
+
+
+def requests_for(job_id: int, rm: str, token: str, request: dict[str, Any],
+                 allocation: dict[str, int], walltime: float | None) -> list[LaunchRequest]:
+    """One LaunchRequest per allocated node, ranks numbered across nodes by node name."""
+    size = sum(allocation.values())
+    out, offset = [], 0
+    for node in sorted(allocation):
+        tasks = int(allocation[node])
+        out.append(LaunchRequest(
+            job_id=job_id, rm=rm, node=node, token=token, executable=request["executable"],
+            tasks=tasks, rank_offset=offset, size=size, nodes=len(allocation),
+            arguments=list(request.get("arguments") or ()),
+            environment=dict(request.get("environment") or {}),
+            directory=request.get("directory"), stdin=request.get("stdin"),
+            stdout=request.get("stdout"), stderr=request.get("stderr"),
+            job_type=request.get("job_type") or "multiple",
+            max_wall_time_s=request.get("max_wall_time_s") or request.get("max_time_s")
+            or walltime, max_cpu_time_s=request.get("max_cpu_time_s"),
+            max_memory_mb=request.get("max_memory_mb"),
+            extra_env=dict(request.get("extra_env") or {}), run_as=request.get("run_as")))
+        offset += tasks
+    return out
+
+
+def _resolve(path: str | None, directory: str) -> str | None:
+    if path is None:
+        return None
+    return path if os.path.isabs(path) else os.path.join(directory, path)
+
+
+def account_for(req: LaunchRequest) -> Any:
+    """The :class:`~grid_tasks.security.accounts.RunAs` of the job's mapped account, or
+    None when it runs as the worker; LaunchError (AUTHORIZATION) when this host cannot."""
+    if not req.run_as:
+        return None
+    from grid_tasks.errors import GridTasksError
+    from grid_tasks.security.accounts import run_as
+
+    try:
+        return run_as(req.run_as)
+    except GridTasksError as exc:
+        raise LaunchError(f"job {req.job_id} cannot run on {req.node}: {exc}",
+                          code="AUTHORIZATION") from None
+
+
+def check_host(req: LaunchRequest, home: str | None = None) -> tuple[str, list[str]]:
+    """``(directory, argv)`` after GRAM's host-side checks; LaunchError with the code.
+
+    ``home`` is the default directory (the mapped account's; else the worker's)."""
+    directory = req.directory or home or os.path.expanduser("~")
+    if not os.path.isdir(directory):
+        raise LaunchError(f"directory {directory} does not exist on {req.node}",
+                          code="BAD_DIRECTORY")
+    exe = _resolve(req.executable, directory) if "/" in req.executable \
+        else shutil.which(req.executable)
+    if exe is None or not os.path.exists(exe):
+        raise LaunchError(f"executable {req.executable} not found on {req.node}",
+                          code="EXECUTABLE_NOT_FOUND")
+    if os.path.isdir(exe) or not os.access(exe, os.X_OK):
+        raise LaunchError(f"executable {exe} is not executable on {req.node}",
+                          code="EXECUTABLE_PERMISSIONS")
+    stdin = _resolve(req.stdin, directory)
+    if stdin is not None and not os.path.isfile(stdin):
+        raise LaunchError(f"stdin file {stdin} not found on {req.node}", code="STDIN_NOT_FOUND")
+    argv = [exe, *req.arguments]
+    if req.job_type == "mpi":
+        mpirun = shutil.which("mpirun")
+        if mpirun is None:
+            raise LaunchError(f"jobType mpi is not supported on {req.node}: no mpirun on PATH",
+                              code="JOBTYPE_NOT_SUPPORTED")
+        argv = [mpirun, "-np", str(req.tasks), *argv]
+    elif req.job_type not in ("single", "multiple"):
+        raise LaunchError(f"jobType {req.job_type} is not supported on {req.node}",
+                          code="JOBTYPE_NOT_SUPPORTED")
+    return directory, argv
+
+
+def open_outputs(req: LaunchRequest, directory: str) -> tuple[IO[bytes] | None, IO[bytes] | None]:
+    """The RSL stdout/stderr files (appended by every process), or OPENING_* errors."""
+    files = []
+    for name, code in ((req.stdout, "OPENING_STDOUT"), (req.stderr, "OPENING_STDERR")):
+        path = _resolve(name, directory)
+        if path is None or path == "/dev/null":
+            files.append(None)
+            continue
+        try:
+            files.append(open(path, "ab"))
+        except OSError as exc:
+            for f in files:
+                if f is not None:
+                    f.close()
+            raise LaunchError(f"cannot open {path} on {req.node}: {exc.strerror}",
+                              code=code) from None
+    return files[0], files[1]
+
+
+def process_env(req: LaunchRequest, rank: int) -> dict[str, str]:
+    """The environment of one process: the host's (minus grid settings), RSL, identity."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GRID_TASKS_")}
+    env.update(req.environment)
+    env.update({"GRID_TASKS_JOB_ID": str(req.job_id), "GRID_TASKS_RANK": str(rank),
+                "GRID_TASKS_SIZE": str(req.size), "GRID_TASKS_NODE": req.node,
+                "GRID_TASKS_RM": req.rm})
+    env.update(req.extra_env)
+    return env
+
+
+def _limits(req: LaunchRequest) -> list[tuple[int, int]]:
+    limits = []
+    if req.max_cpu_time_s:
+        limits.append((resource.RLIMIT_CPU, int(req.max_cpu_time_s)))
+    if req.max_memory_mb:
+        limits.append((resource.RLIMIT_AS, int(req.max_memory_mb) * 1024 * 1024))
+    return limits
+
+
+#: util-linux helpers that set the death signal and rlimits in the child and exec the
+#: program: Popen then needs no preexec_fn and can vfork, ~30x cheaper than forking a
+#: large worker process (3.4 ms vs 0.1 ms measured).  Without them, preexec_fn does it.
+_SETPRIV = shutil.which("setpriv")
+_PRLIMIT = shutil.which("prlimit")
+
+
+def _hard(which: int, soft: int) -> int:
+    # CPU: one second of grace so the process gets SIGXCPU (a clear cause) before SIGKILL.
+    return soft + 1 if which == resource.RLIMIT_CPU else soft
+
+
+def _wrapped(argv: list[str], limits: list[tuple[int, int]]) -> list[str] | None:
+    if _SETPRIV is None or (limits and _PRLIMIT is None):
+        return None
+    prefix = [_SETPRIV, "--pdeathsig", "KILL", "--"]
+    if limits:
+        names = {resource.RLIMIT_CPU: "--cpu", resource.RLIMIT_AS: "--as"}
+        prefix += [_PRLIMIT, *(f"{names[w]}={v}:{_hard(w, v)}" for w, v in limits), "--"]
+    return prefix + argv
+
+
+def spawn(req: LaunchRequest, argv: list[str], directory: str, rank: int,
+          stdin_path: str | None, who: Any = None) -> subprocess.Popen[bytes]:
+    """Start one process (own process group, rlimits, killed if its starter dies),
+    as the account ``who`` (a RunAs; None: as the worker)."""
+    limits = _limits(req)
+    libc = _libc
+    wrapped = _wrapped(argv, limits)
+
+    def prepare() -> None:  # runs in the child between fork and exec: keep it tiny
+        if libc is not None:
+            libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        for which, value in limits:
+            resource.setrlimit(which, (value, _hard(which, value)))
+
+    stdin: Any = subprocess.DEVNULL
+    if stdin_path is not None:
+        stdin = open(stdin_path, "rb")
+    env = process_env(req, rank)
+    switch: dict[str, Any] = {}
+    if who is not None:
+        env, switch = who.environment(env), who.subprocess_kwargs()
+    try:
+        return subprocess.Popen(wrapped or argv, cwd=directory, env=env,
+                                stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                start_new_session=True,
+                                preexec_fn=None if wrapped else prepare, close_fds=True,
+                                **switch)
+    except OSError as exc:
+        raise LaunchError(f"cannot start {argv[0]} on {req.node}: {exc.strerror}",
+                          code="FORKING_EXECUTABLE") from None
+    finally:
+        if stdin is not subprocess.DEVNULL:
+            stdin.close()
+
+
+def kill_group(proc: subprocess.Popen[bytes], sig: int = signal.SIGKILL) -> None:
+    """Kill the process and everything it started (its process group)."""
+    try:
+        os.killpg(proc.pid, sig)
+    except ProcessLookupError:
+        pass

@@ -1,0 +1,89 @@
+"""Durable job records and their announcements, shared by client, scheduler and job managers.
+
+Every state change goes to SQL first (``record_transition``) and is published on
+the job's channel only after the transaction committed, so a waiter that reads
+SQL after an event always sees the change.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from grid_tasks.db import record_transition, repository
+from grid_tasks.db.models import Job as JobRow
+from grid_tasks.events import JobEvent, publish
+from grid_tasks.states import JobState
+
+
+@dataclass
+class Outbox:
+    """Events and iteration triggers to send once the transaction has committed."""
+
+    events: list[JobEvent] = field(default_factory=list)
+    rms: set[str] = field(default_factory=set)
+    #: coallocated (DUROC) jobs one of whose subjobs ended: their fate is settled after commit
+    coallocations: set[int] = field(default_factory=set)
+
+    def flush(self, client: Any, app: Any = None) -> None:
+        """Publish the events, then (with an app) trigger the RMs' iterations."""
+        from grid_tasks.scheduling import trigger_iteration
+
+        if len(self.events) == 1:
+            publish(client, self.events[0])
+        elif self.events:  # a batch of reports: one round trip for all its events
+            pipe = client.pipeline(transaction=False)
+            for event in self.events:
+                publish(pipe, event)
+            pipe.execute()
+        if app is not None:
+            for rm in sorted(self.rms):
+                trigger_iteration(app, rm, client=client)
+            if self.coallocations:
+                from grid_tasks.duroc.tasks import settle_signature
+
+                for job in sorted(self.coallocations):
+                    settle_signature(app, job).apply_async(ignore_result=True)
+        self.events.clear()
+        self.rms.clear()
+        self.coallocations.clear()
+
+
+def transition(session: Session, job: JobRow, state: JobState, reason: str | None,
+               at: datetime, outbox: Outbox) -> bool:
+    """Record a state change and queue its announcement; False if it was a repeat."""
+    entry = record_transition(session, job, state, reason, at)
+    if entry is None:
+        return False
+    outbox.events.append(JobEvent(job.id, state.value, reason, at.timestamp()))
+    return True
+
+
+def finish(session: Session, job: JobRow, state: JobState, reason: str | None,
+           at: datetime, outbox: Outbox, *, gram_error: str | None = None,
+           exit_code: int | None = None, exit_codes: dict[str, int] | None = None) -> bool:
+    """End a job (DONE or FAILED): state, error, exit codes, accounting, a new iteration.
+
+    Returns False when the job had ended already (its first ending stands).
+    """
+    if JobState(job.state).terminal:
+        return False
+    if gram_error is not None and job.gram_error is None:
+        from grid_tasks.rsl import GramError
+
+        job.gram_error = gram_error
+        job.gram_error_code = GramError(gram_error).number
+    if exit_code is not None:
+        job.exit_code = exit_code
+    if exit_codes:
+        job.request = {**(job.request or {}), "exit_codes": dict(exit_codes)}
+    transition(session, job, state, reason, at, outbox)
+    if job.coallocation_id is not None:
+        outbox.coallocations.add(job.coallocation_id)
+    repository.record_accounting(session, job)
+    if job.rm:
+        outbox.rms.add(job.rm)
+    return True

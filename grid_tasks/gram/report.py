@@ -1,0 +1,170 @@
+"""What job managers write: ACTIVE once per launch, and the job's end when all parts are in.
+
+Each node's part lands in a Redis hash; the node whose part completes the hash
+(checked atomically in one MULTI) records DONE or FAILED in SQL with the exit
+codes, writes the accounting record and triggers the RM's iteration.  The SQL
+writes of one process's job managers are batched (:mod:`grid_tasks.gram.report_writer`).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from grid_tasks.db import ConcurrentUpdateError
+from grid_tasks.errors import ConnectivityError
+from grid_tasks.gram import keys
+
+log = logging.getLogger(__name__)
+
+#: How long per-launch bookkeeping stays in Redis after a job ended (seconds).
+PARTS_TTL_S = 3600
+
+
+@dataclass
+class NodeContext:
+    """Connections a node daemon's job managers share."""
+
+    app: Any
+    settings: Any
+    redis: Any
+    sessions: Any
+    lease_interval: float
+    lease_ttl: float
+    writer: Any = None  # the ReportWriter of this context (made on first report)
+
+    def report_writer(self) -> Any:
+        """The batching SQL writer of this context's job manager reports."""
+        with _lock:
+            if self.writer is None:
+                from grid_tasks.gram.report_writer import ReportWriter
+
+                self.writer = ReportWriter(self.sessions, self.redis, self.app, _retrying,
+                                           redis_retrying)
+            return self.writer
+
+
+_contexts: dict[tuple[int, int], NodeContext] = {}
+_lock = threading.Lock()
+
+
+def lease_timing(settings: Any) -> tuple[float, float]:
+    """(refresh interval, TTL) of job manager leases, from the heartbeat settings."""
+    interval = min(1.0, float(settings.heartbeat_interval))
+    return interval, max(2.0, 3 * float(settings.heartbeat_interval))
+
+
+def node_context(app: Any) -> NodeContext:
+    """The shared context of this process for ``app`` (made on first use)."""
+    from grid_tasks.db import get_engine, session_factory
+    from grid_tasks.node.daemon import app_settings
+    from grid_tasks.security.connections import redis_client
+
+    key = (os.getpid(), id(app))
+    with _lock:
+        ctx = _contexts.get(key)
+        if ctx is None or ctx.app is not app:  # ids of closed apps get reused
+            settings = app_settings(app)
+            interval, ttl = lease_timing(settings)
+            ctx = _contexts[key] = NodeContext(
+                app, settings, redis_client(settings),
+                session_factory(get_engine(settings.database_url)), interval, ttl)
+        return ctx
+
+
+#: Backoff before each retry of a database write that hit a dropped connection
+#: (seconds): about 20 s in all, so a database restart or failover is ridden out.
+DB_RETRY_DELAYS = (0.1, 0.2, 0.5, 1.0, 2.0, 2.0, 3.0, 3.0, 4.0, 4.0)
+
+
+def transient_db_error(exc: BaseException) -> bool:
+    """Whether ``exc`` is a lost or refused database connection worth retrying."""
+    from sqlalchemy.exc import DBAPIError, OperationalError
+
+    if isinstance(exc, (OperationalError, ConnectivityError)):
+        return True  # ConnectivityError: grid_tasks.db's guard around a refused connect
+    return isinstance(exc, DBAPIError) and bool(exc.connection_invalidated)
+
+
+def _retrying(action: Any, attempts: int = 5,
+              delays: tuple[float, ...] = DB_RETRY_DELAYS) -> Any:
+    """Run ``action``, retrying optimistic-lock conflicts (``attempts`` times, quickly)
+    and transient database errors (once per entry of ``delays``, sleeping it)."""
+    conflicts = outages = 0
+    while True:
+        try:
+            return action()
+        except ConcurrentUpdateError:
+            conflicts += 1
+            if conflicts >= attempts:
+                raise
+            time.sleep(0.01 * conflicts)
+        except Exception as exc:
+            if not transient_db_error(exc) or outages >= len(delays):
+                raise
+            log.warning("database unavailable (%s); retrying in %.1f s",
+                        type(exc).__name__, delays[outages])
+            time.sleep(delays[outages])
+            outages += 1
+
+
+#: Backoff before each retry of a Redis call that found the server gone (seconds):
+#: about 20 s in all, so a redis-server restart is ridden out.
+REDIS_RETRY_DELAYS = (0.1, 0.2, 0.5, 1.0, 1.0, 2.0, 2.0, 3.0, 4.0, 5.0)
+
+
+def redis_retrying(action: Any, delays: tuple[float, ...] = REDIS_RETRY_DELAYS) -> Any:
+    """Run ``action``, retrying it while Redis is unreachable (restarting, loading)."""
+    from redis.exceptions import ConnectionError as RedisConnectionError
+    from redis.exceptions import TimeoutError as RedisTimeoutError
+
+    for delay in (*delays, None):
+        try:
+            return action()
+        except (RedisConnectionError, RedisTimeoutError) as exc:
+            if delay is None:
+                raise
+            log.warning("redis unavailable (%s); retrying in %.1f s", exc, delay)
+            time.sleep(delay)
+    return None
+
+
+def report_started(ctx: NodeContext, req: Any) -> None:
+    """Lease up; the first node of the launch records ACTIVE."""
+    def lease_and_claim() -> Any:
+        pipe = ctx.redis.pipeline(transaction=False)
+        pipe.set(keys.lease_key(req.job_id, req.node), req.token, px=int(ctx.lease_ttl * 1000))
+        pipe.set(keys.started_key(req.job_id, req.token), req.node, nx=True, ex=PARTS_TTL_S)
+        return pipe.execute()[1]
+
+    first = redis_retrying(lease_and_claim)
+    if first:
+        from grid_tasks.gram.report_writer import STARTED, Report
+
+        ctx.report_writer().write(Report(STARTED, req))
+
+
+def report_finished(ctx: NodeContext, req: Any, part_json: str) -> None:
+    """Store this node's part; the last part in ends the job in SQL."""
+    parts = keys.parts_key(req.job_id, req.token)
+
+    def store_part() -> Any:
+        pipe = ctx.redis.pipeline(transaction=True)
+        pipe.hset(parts, req.node, part_json)
+        pipe.expire(parts, PARTS_TTL_S)
+        pipe.hgetall(parts)
+        pipe.delete(keys.lease_key(req.job_id, req.node))
+        return pipe.execute()[2]
+
+    everything = redis_retrying(store_part)
+    if len(everything) < req.nodes:
+        return
+    results = {k.decode(): json.loads(v) for k, v in everything.items()}
+    from grid_tasks.gram.report_writer import FINISHED, Report
+
+    ctx.report_writer().write(Report(FINISHED, req, results))

@@ -1,0 +1,204 @@
+"""The SQL side of job managers' reports, written in batches: one transaction per batch.
+
+Every job manager of a node daemon used to write its ACTIVE and its end in a
+transaction of its own; with many short jobs the node daemons queued on the
+database's single writer lock most of the time (bench_gram).  A
+:class:`ReportWriter` per process takes every report waiting when it becomes
+free and writes them together: one SELECT of the rows, the same per-job checks
+as before (launch token, state), one commit, then the events and iteration
+triggers.  A caller still returns only once its report is committed (or raises
+why not), so job managers keep their order: started before finished.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+from sqlalchemy import select
+
+from grid_tasks.db import session_scope
+from grid_tasks.db.models import Job as JobRow
+from grid_tasks.gram.records import Outbox, finish, transition
+from grid_tasks.states import JobState
+
+log = logging.getLogger(__name__)
+
+#: Reports written per transaction at most (bounded IN lists, short write locks).
+MAX_BATCH = 200
+
+STARTED, FINISHED = "started", "finished"
+
+
+@dataclass
+class Report:
+    """One job manager's report: ``started`` on a node, or ``finished`` with all parts."""
+
+    kind: str
+    req: Any  # the LaunchRequest
+    results: dict[str, Any] = field(default_factory=dict)  # node -> part (finished)
+    done: threading.Event = field(default_factory=threading.Event)
+    error: BaseException | None = None
+
+
+class ReportWriter:
+    """Batches the reports of one process's job managers (see the module doc).
+
+    No thread of its own: the first caller that finds nobody writing writes, taking
+    every report queued meanwhile along with its own (no hand-off between threads,
+    which costs milliseconds on a busy interpreter); callers arriving during a write
+    wait for the next batch, written by one of them.
+    """
+
+    def __init__(self, sessions: Any, redis: Any, app: Any, retrying: Any,
+                 redis_retrying: Any) -> None:
+        self.sessions, self.redis, self.app = sessions, redis, app
+        self._retrying, self._redis_retrying = retrying, redis_retrying
+        self._pending: list[Report] = []
+        self._cond = threading.Condition()
+        self._writing = False
+
+    def write(self, report: Report) -> None:
+        """Queue ``report`` and return once it is committed; re-raises its failure."""
+        with self._cond:
+            self._pending.append(report)
+            while not report.done.is_set() and self._writing:
+                self._cond.wait()
+            lead = not report.done.is_set()
+            if lead:
+                self._writing = True
+        if lead:
+            try:
+                while not report.done.is_set():  # its own is in the first batch or next
+                    with self._cond:
+                        batch = self._pending[:MAX_BATCH]
+                        del self._pending[:MAX_BATCH]
+                    self._write_safely(batch)
+                    with self._cond:
+                        self._cond.notify_all()  # their reports are done
+            finally:
+                with self._cond:
+                    self._writing = False
+                    self._cond.notify_all()  # one of those still queued writes next
+        if report.error is not None:
+            raise report.error
+
+    def _write_safely(self, batch: list[Report]) -> None:
+        try:
+            self._write_batch(batch)
+        except BaseException as exc:  # noqa: BLE001 - every waiter must wake up
+            for report in batch:
+                if not report.done.is_set():
+                    report.error = exc
+                    report.done.set()
+            if not isinstance(exc, Exception):
+                raise
+
+    def _write_batch(self, batch: list[Report]) -> None:
+        try:
+            outbox = self._retrying(lambda: write_reports(self.sessions, batch))
+        except Exception:
+            if len(batch) == 1:
+                raise
+            # one bad report must not fail the others: each on its own, with its error
+            log.warning("batch of %d job reports failed; writing them one by one",
+                        len(batch), exc_info=True)
+            for report in batch:
+                try:
+                    self._write_batch([report])
+                except Exception as exc:  # noqa: BLE001 - handed to its waiter
+                    report.error = exc
+                    report.done.set()
+            return
+        try:
+            self._redis_retrying(lambda: outbox.flush(self.redis, self.app))
+        except Exception as exc:  # committed, but its events or triggers are lost: say so
+            for report in batch:
+                report.error = exc
+        finally:
+            for report in batch:
+                report.done.set()
+
+
+def write_reports(sessions: Any, batch: list[Report]) -> Outbox:
+    """Apply ``batch`` in one transaction; the outbox to flush after the commit.
+
+    Every change is queued in the session and emitted by ONE flush at the end, so
+    the database's writer lock is held for those statements and the commit only,
+    not while Python decides (on a loaded host that time had dominated the lock).
+    """
+    outbox = Outbox()
+    now = datetime.now(timezone.utc)
+    with session_scope(sessions) as session:
+        ids = sorted({r.req.job_id for r in batch})
+        rows = {row.id: row for row in session.scalars(select(JobRow).where(JobRow.id.in_(ids)))}
+        with deferred_flush(session):
+            for report in batch:
+                row = rows.get(report.req.job_id)
+                if row is None:
+                    log.warning("report on unknown job %s ignored", report.req.job_id)
+                elif report.kind == STARTED:
+                    _started(session, row, report.req, now, outbox)
+                else:
+                    _finished(session, row, report.req, report.results, now, outbox)
+            for rm in sorted(outbox.rms):
+                if not _anyone_waiting(session, rm, rows):
+                    outbox.rms.discard(rm)  # nothing idle: the freed nodes change no decision
+        session.flush()  # StaleDataError here: session_scope raises ConcurrentUpdateError
+    return outbox
+
+
+@contextmanager
+def deferred_flush(session: Any) -> Iterator[None]:
+    """Within the block, explicit and automatic flushes of ``session`` do nothing: the
+    changes wait for the caller's next real flush (or the commit)."""
+    session.flush = lambda objects=None: None  # shadows the method on this instance
+    try:
+        with session.no_autoflush:
+            yield
+    finally:
+        del session.flush
+
+
+def _started(session: Any, row: Any, req: Any, now: datetime, outbox: Outbox) -> None:
+    if row.launch_token != req.token or row.state is not JobState.PENDING:
+        return
+    transition(session, row, JobState.ACTIVE, f"started on {req.node}", now, outbox)
+
+
+def _finished(session: Any, row: Any, req: Any, results: dict[str, Any], now: datetime,
+              outbox: Outbox) -> None:
+    if row.launch_token != req.token:
+        return  # a superseded launch: the job was requeued meanwhile
+    codes: dict[str, int] = {}
+    failure: tuple[str, str | None] | None = None
+    for node in sorted(results):
+        part = results[node]
+        codes.update({k: v for k, v in (part.get("exit_codes") or {}).items() if v is not None})
+        if part.get("reason") and failure is None:
+            failure = (part["reason"], part.get("code"))
+    exit_code = next((c for _, c in sorted(codes.items(), key=lambda kv: int(kv[0])) if c),
+                     0 if codes else None)
+    if failure is not None:
+        finish(session, row, JobState.FAILED, failure[0], now, outbox,
+               gram_error=failure[1], exit_code=exit_code, exit_codes=codes)
+        return
+    if row.state is JobState.PENDING:  # too quick to have been seen running
+        transition(session, row, JobState.ACTIVE, f"started on {req.node}", now, outbox)
+    finish(session, row, JobState.DONE, f"exit code {exit_code}", now, outbox,
+           exit_code=exit_code, exit_codes=codes)
+
+
+def _anyone_waiting(session: Any, rm: str, rows: dict[int, Any]) -> bool:
+    """Whether a job of ``rm`` waits to start: the batch's own rows as changed in memory
+    (not flushed yet), the others as stored."""
+    if any(row.rm == rm and row.state is JobState.PENDING for row in rows.values()):
+        return True
+    stmt = select(JobRow.id).where(JobRow.rm == rm, JobRow.state == JobState.PENDING,
+                                   JobRow.id.notin_(list(rows))).limit(1)
+    return session.execute(stmt).first() is not None

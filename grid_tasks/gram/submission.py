@@ -1,0 +1,106 @@
+"""Submission and cancellation against SQL: choose the RM, refuse the impossible, store."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from grid_tasks.db import repository
+from grid_tasks.db.models import Job as JobRow
+from grid_tasks.errors import NotFoundError
+from grid_tasks.gram.binding import bind as bind_reservation
+from grid_tasks.gram.errors import JobFinishedError, JobRefusedError
+from grid_tasks.gram.records import Outbox, finish, transition
+from grid_tasks.states import JobState, MauiJobState
+
+#: Walltime of a job whose RSL gives neither maxWallTime nor maxTime (seconds).
+DEFAULT_WALLTIME_S = 3600
+
+
+def choose_rm(session: Session, wanted: str | None) -> str:
+    """The RM named (NotFoundError listing the known ones), else the only one."""
+    if wanted:
+        return repository.get_rm(session, wanted).name
+    rms = repository.list_rms(session)
+    if len(rms) == 1:
+        return rms[0].name
+    known = ", ".join(r.name for r in rms) or "none"
+    raise NotFoundError(f"no resource manager given and none in the RSL "
+                        f"(resourceManagerContact); choose one of: {known}")
+
+
+def check_fits(session: Session, rm: str, sub: Any) -> None:
+    """Refuse a request larger than the RM can EVER hold, saying which limit it breaks."""
+    from sqlalchemy import select
+
+    from grid_tasks.db.models import Node
+
+    # plain columns of one query: choose_rm has checked the RM (hot path of every submit)
+    nodes = session.execute(select(Node.procs, Node.memory_mb).where(Node.rm == rm)).all()
+    if not nodes:
+        repository.get_rm(session, rm)  # an unknown RM: NotFoundError naming the known ones
+    total = sum(n.procs for n in nodes)
+    if sub.count > total:
+        raise JobRefusedError(f"job can never run on {rm}: it asks for {sub.count} processors "
+                              f"and {rm} has {total} in all", code="NO_RESOURCES")
+    need = sub.min_memory_mb or 0
+    if need and not any(n.memory_mb >= need for n in nodes):
+        biggest = max((n.memory_mb for n in nodes), default=0)
+        raise JobRefusedError(f"job can never run on {rm}: each process needs {need} MB "
+                              f"(minMemory) and its largest node has {biggest} MB",
+                              code="NO_RESOURCES")
+    if sub.host_count and sub.host_count > len(nodes):
+        raise JobRefusedError(f"job can never run on {rm}: hostCount {sub.host_count} but "
+                              f"{rm} has {len(nodes)} nodes", code="NO_RESOURCES")
+
+
+def build_job(session: Session, rm: str, rsl: str, sub: Any, creds: dict[str, Any],
+              now: datetime, outbox: Outbox, *, idempotency_key: str | None = None,
+              extra_env: dict[str, str] | None = None, run_as: str | None = None,
+              owner: str | None = None) -> JobRow:
+    """Insert the job row, PENDING (Idle for Maui), with its contact and history.
+
+    ``run_as`` is the local account the grid map chose (the job's processes run as
+    it); ``owner`` the submitting identity (default: the user)."""
+    request = sub.to_dict()
+    if extra_env:
+        request["extra_env"] = {str(k): str(v) for k, v in extra_env.items()}
+    if run_as:
+        request["run_as"] = run_as
+    walltime = sub.max_wall_time_s or sub.max_time_s or DEFAULT_WALLTIME_S
+    row = JobRow(rm=rm, owner=owner or creds["user"], user=creds["user"], group=creds.get("group"),
+                 account=creds.get("account") or sub.project, qos=creds.get("qos"),
+                 job_class=creds.get("job_class") or sub.queue, rsl=rsl, request=request,
+                 submit_time=now, walltime=int(walltime), procs=sub.count, tasks=sub.count,
+                 idempotency_key=idempotency_key)
+    session.add(row)
+    session.flush()
+    row.contact = f"gram://{rm}/jobs/{row.id}"
+    bind_reservation(session, row, sub, now)  # RSL (reservation=NAME): refused if unusable
+    transition(session, row, JobState.PENDING, "submitted", now, outbox)
+    outbox.rms.add(rm)
+    return row
+
+
+def cancel_job(grid: Any, job_id: int) -> Any:
+    """Cancel ``job_id`` (see :meth:`grid_tasks.client.Grid.cancel`)."""
+    from grid_tasks.client import JobStatus
+    from grid_tasks.db import session_scope
+    from grid_tasks.gram.keys import CANCEL_TTL_S, cancel_key
+
+    outbox = Outbox()
+    with session_scope(grid.sessions) as session:
+        row = repository.get_job(session, job_id, for_update=True)
+        if JobState(row.state).terminal:
+            raise JobFinishedError(f"job {job_id} is {row.state.value} already; nothing to "
+                                   "cancel", code="JOB_CANCEL_FAILED")
+        # Remembered first: a launch or job manager that races this cancel sees it.
+        grid.redis.set(cancel_key(job_id), 1, ex=CANCEL_TTL_S)
+        if row.state is JobState.PENDING and row.maui_state is not MauiJobState.STARTING:
+            finish(session, row, JobState.FAILED, "cancelled by user",
+                   datetime.now(timezone.utc), outbox, gram_error="USER_CANCELLED")
+        status = JobStatus.from_row(row)
+    outbox.flush(grid.redis, grid.app)
+    return status

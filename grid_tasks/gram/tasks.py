@@ -1,0 +1,98 @@
+"""Celery tasks of the GRAM layer, run by node daemons."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from celery import shared_task
+
+from grid_tasks.celery_app import LAUNCH_CRITICAL
+
+LAUNCH = "grid_tasks.gram.tasks.launch"
+#: Every part one iteration starts on one node, in one message (the iteration sends these).
+LAUNCH_BATCH = "grid_tasks.gram.tasks.launch_batch"
+
+# KEYS: token, cancel, launched.  ARGV: token, ttl.  Returns 1 to launch, 0 if
+# stale or already launched, -1 if the job was cancelled meanwhile.
+_CLAIM = """
+local current = redis.call('GET', KEYS[1])
+if (not current) or current ~= ARGV[1] then return 0 end
+if redis.call('EXISTS', KEYS[2]) == 1 then return -1 end
+if not redis.call('SET', KEYS[3], 1, 'NX', 'EX', tonumber(ARGV[2])) then return 0 end
+return 1
+"""
+
+
+@shared_task(name=LAUNCH, bind=True, ignore_result=True, **LAUNCH_CRITICAL)
+def launch(self: Any, *, rm: str, node: str, request: dict[str, Any],
+           on_node: bool = True) -> str:
+    """Start the job manager of one job's part on this node (idempotent).
+
+    Keyed by job id + launch token + node in Redis: a redelivered or duplicate
+    launch, or one whose token was superseded (rolled back, requeued), starts
+    nothing.  Returns what happened, for logs and tests.
+    """
+    from grid_tasks.gram.launch import LaunchRequest
+
+    return _launch_all(self.app, [LaunchRequest.from_dict(request)])[0]
+
+
+@shared_task(name=LAUNCH_BATCH, bind=True, ignore_result=True, **LAUNCH_CRITICAL)
+def launch_batch(self: Any, *, rm: str, node: str, requests: list[dict[str, Any]],
+                 on_node: bool = True) -> list[str]:
+    """Start the job managers of every job part one iteration started on this node.
+
+    Each part is claimed exactly as by :func:`launch` (job id + token + node), so a
+    redelivered batch starts only the parts not yet started.  Returns what happened
+    to each part, in order.
+    """
+    from grid_tasks.gram.launch import LaunchRequest
+
+    return _launch_all(self.app, [LaunchRequest.from_dict(r) for r in requests])
+
+
+def _launch_all(app: Any, reqs: list[Any]) -> list[str]:
+    """Claim every part in one Redis round trip, then start the claimed ones."""
+    from grid_tasks.gram import keys
+    from grid_tasks.gram.jobmanager import JobManager, Part
+    from grid_tasks.gram.report import PARTS_TTL_S, node_context, report_finished
+
+    ctx = node_context(app)
+    claim = ctx.redis.register_script(_CLAIM)
+    pipe = ctx.redis.pipeline(transaction=False)
+    for req in reqs:
+        claim(keys=[keys.token_key(req.job_id), keys.cancel_key(req.job_id),
+                    keys.launched_key(req.job_id, req.token, req.node)],
+              args=[req.token, PARTS_TTL_S], client=pipe)
+    outcomes = []
+    for req, verdict in zip(reqs, pipe.execute()):
+        if verdict == 0:
+            outcomes.append("skipped")
+        elif verdict == -1:
+            report_finished(ctx, req, Part({}, "cancelled by user", "USER_CANCELLED").to_json())
+            outcomes.append("cancelled")
+        else:
+            JobManager(req, ctx).start()
+            outcomes.append("launched")
+    return outcomes
+
+
+def launch_options(req: Any) -> dict[str, Any]:
+    """``apply_async`` options of a readable launch of ``req`` (a LaunchRequest)."""
+    from grid_tasks.celery_app import readable
+
+    return {"kwargs": {"rm": req.rm, "node": req.node, "on_node": True,
+                       "request": req.to_dict()}, "ignore_result": True,
+            **readable("launch", job=req.job_id, rm=req.rm, node=req.node,
+                       tasks=req.tasks)}
+
+
+def batch_options(rm: str, node: str, reqs: list[Any]) -> dict[str, Any]:
+    """``apply_async`` options of one node's launch batch (LaunchRequests of ``node``)."""
+    from grid_tasks.celery_app import readable
+
+    jobs = ",".join(str(r.job_id) for r in reqs)
+    return {"kwargs": {"rm": rm, "node": node, "on_node": True,
+                       "requests": [r.to_dict() for r in reqs]}, "ignore_result": True,
+            **readable("launch", job=jobs, rm=rm, node=node,
+                       tasks=sum(r.tasks for r in reqs))}

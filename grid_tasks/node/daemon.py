@@ -1,0 +1,199 @@
+"""The node daemon: a worker bootstep that registers a node and heartbeats.
+
+A worker is a node daemon when it knows its identity: the app setting
+``grid_tasks_node = (rm, node)`` (tests, embedded use) or the environment
+variables ``GRID_TASKS_RM`` and ``GRID_TASKS_NODE`` (``grid-tasks worker`` sets
+them; plain ``celery -A grid_tasks.celery_app worker`` reads them too).  It then
+consumes its node queue, registers its resources (as configured in the
+topology, else detected) and refreshes a heartbeat key with a TTL from a
+thread.  A worker with only ``GRID_TASKS_RM`` is that RM's gatekeeper.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import threading
+import time
+from typing import Any
+
+from celery import Celery, bootsteps
+from celery.worker import state as worker_state
+
+from grid_tasks.errors import GridTasksError
+from grid_tasks.node.registry import NodeRegistry
+from grid_tasks.node.resources import detect_resources, host_facts
+from grid_tasks.settings import Settings
+from grid_tasks.topology import load_topology
+
+log = logging.getLogger(__name__)
+
+ENV_RM = "GRID_TASKS_RM"
+ENV_NODE = "GRID_TASKS_NODE"
+
+
+def node_identity(app: Celery, environ: Any = None) -> tuple[str | None, str | None]:
+    """``(rm, node)`` this worker serves; either may be None."""
+    configured = app.conf.get("grid_tasks_node")
+    if configured:
+        rm, node = configured
+        return rm, node
+    env = os.environ if environ is None else environ
+    return env.get(ENV_RM) or None, env.get(ENV_NODE) or None
+
+
+def app_settings(app: Celery) -> Settings:
+    return getattr(app, "grid_settings", None) or Settings.from_env()
+
+
+def node_resources(settings: Settings, rm: str, node: str) -> tuple[dict[str, Any], str]:
+    """The node's resources and their source: ``configured`` (topology) or ``detected``."""
+    try:
+        return load_topology(settings.topology_file).node(rm, node).resources(), "configured"
+    except GridTasksError as exc:
+        log.warning("node %s/%s: %s; registering detected resources", rm, node, exc)
+        return detect_resources(settings.state_dir if settings.state_dir.exists() else "/"), \
+            "detected"
+
+
+class Heartbeat(threading.Thread):
+    """Refreshes the node's heartbeat key every interval until stopped."""
+
+    def __init__(self, registry: NodeRegistry, rm: str, node: str, interval: float,
+                 on_first: Any = None, on_revived: Any = None) -> None:
+        super().__init__(name=f"heartbeat {rm}/{node}", daemon=True)
+        self.registry, self.rm, self.node, self.interval = registry, rm, node, interval
+        self.on_first = on_first
+        self.on_revived = on_revived  # called when a beat finds the node had turned Unknown
+        self.stopped = threading.Event()
+
+    def run(self) -> None:
+        if self.on_first is not None:
+            self._safely(self.on_first)
+        while not self.stopped.wait(self.interval):
+            self._safely(self.heartbeat)
+
+    def heartbeat(self) -> None:
+        """One beat; ``active`` (tasks executing) lets the listing tell Idle from Running."""
+        revived = self.registry.heartbeat(self.rm, self.node, time.time(),
+                                          active=len(worker_state.active_requests))
+        if revived and self.on_revived is not None:
+            log.warning("node %s/%s: heartbeat had expired (node was Unknown); back", self.rm,
+                        self.node)
+            self.on_revived()
+
+    def _safely(self, action: Any) -> None:
+        try:
+            action()
+        except Exception as exc:  # keep beating: a Redis blip must not kill the daemon
+            first = (str(exc).strip() or type(exc).__name__).splitlines()[0]
+            log.warning("node %s/%s: %s failed: %s", self.rm, self.node,
+                        getattr(getattr(action, "func", action), "__name__", "heartbeat"), first)
+
+    def stop(self) -> None:
+        self.stopped.set()
+        self.join(timeout=self.interval + 1)
+
+
+class NodeDaemonStep(bootsteps.StartStopStep):
+    """Worker bootstep: node queue, registration, heartbeat thread, goodbye."""
+
+    label = "grid node daemon"
+
+    def __init__(self, worker: Any, **kwargs: Any) -> None:
+        super().__init__(worker, **kwargs)
+        from grid_tasks.celery_app import gatekeeper_queue, node_queue
+
+        self.rm, self.node = node_identity(worker.app)
+        self.heartbeat: Heartbeat | None = None
+        queues = worker.app.amqp.queues
+        if self.rm and self.node:
+            wanted = node_queue(self.rm, self.node)
+        elif self.rm:
+            wanted = gatekeeper_queue(self.rm)
+        else:
+            return
+        # Without -Q a worker would consume the default (scheduler) queue too.
+        if queues._consume_from is None:  # no public "was -Q given" accessor
+            queues.select([wanted])
+        else:
+            queues.select_add(wanted)
+
+    def start(self, worker: Any) -> None:
+        if not (self.rm and self.node):
+            return
+        settings = app_settings(worker.app)
+        registry = NodeRegistry.from_url(settings.redis_url, settings.heartbeat_ttl,
+                                         settings=settings)
+        rm, node = self.rm, self.node
+        resources, source = node_resources(settings, rm, node)
+        registry.register(rm, node, resources, host_facts(), source, time.time())
+        changed = functools.partial(node_changed, worker.app, rm, node)
+
+        def first() -> None:
+            try:
+                record_in_db(settings, rm, node, resources)
+            finally:  # after the SQL record: the iteration sees the node
+                changed("registered")
+
+        self.heartbeat = Heartbeat(registry, rm, node, settings.heartbeat_interval,
+                                   on_first=first,
+                                   on_revived=functools.partial(changed, "back"))
+        self.heartbeat.start()
+        log.info("node %s/%s registered (%s resources)", rm, node, source)
+
+    def stop(self, worker: Any) -> None:
+        if self.heartbeat is None:
+            return
+        hb, self.heartbeat = self.heartbeat, None
+        hb.stop()
+        try:
+            hb.registry.mark_down(hb.rm, hb.node, time.time())
+        except GridTasksError as exc:
+            log.warning("node %s/%s: could not say goodbye: %s", hb.rm, hb.node, exc)
+            return
+        node_changed(worker.app, hb.rm, hb.node, "down")
+
+    # warm (stop), cold (terminate) and final (shutdown) exits all say goodbye once
+    shutdown = terminate = stop
+
+
+def node_changed(app: Celery, rm: str, node: str, what: str) -> bool:
+    """A node registered, went Down or came back: the RM's iteration runs at once.
+
+    Never raises (a daemon must keep beating); returns whether a trigger went out.
+    """
+    from grid_tasks.scheduling import trigger_iteration
+
+    try:
+        trigger_iteration(app, rm)
+    except Exception as exc:  # broker or Redis away: beat's next iteration catches up
+        log.warning("node %s/%s %s: iteration not triggered: %s", rm, node, what, exc)
+        return False
+    log.info("node %s/%s %s: iteration of %s triggered", rm, node, what, rm)
+    return True
+
+
+def record_in_db(settings: Settings, rm: str, node: str, resources: dict[str, Any]) -> bool:
+    """Record the registration in SQL when the db package offers it.
+
+    Liveness stays in Redis; this is the durable trace (registered_at, last_seen).
+    The node must already be in the database (``grid-tasks up`` / ``db`` sync the
+    topology); returns False when there is no db package.
+    """
+    try:
+        from grid_tasks import db
+    except ImportError:
+        return False
+    from datetime import datetime, timezone
+
+    factory = db.session_factory(db.get_engine(settings.database_url))
+    with db.session_scope(factory) as session:
+        db.record_node_seen(session, rm, node, resources, datetime.now(timezone.utc))
+    return True
+
+
+def install(app: Celery) -> None:
+    """Add the node daemon bootstep to ``app``'s workers."""
+    app.steps["worker"].add(NodeDaemonStep)

@@ -1,0 +1,293 @@
+"""Node registrations and heartbeats in Redis; node states derived from key expiry.
+
+Keys (``<rm>``/``<node>`` are queue-safe names):
+
+* ``grid_tasks:node:<rm>:<node>`` - hash: resources, host facts, status, times;
+* ``grid_tasks:alive:<rm>:<node>`` - the last heartbeat, set with a TTL.  When a
+  daemon goes silent the key expires and the node reads as Unknown without
+  anyone acting;
+* ``grid_tasks:nodes`` - set of ``<rm>/<node>`` ever registered.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+
+from grid_tasks.errors import ConnectivityError, NotFoundError
+from grid_tasks.security.config import RedisTLS, is_tls_url
+from grid_tasks.security.connections import redis_client
+from grid_tasks.states import NodeState
+
+if TYPE_CHECKING:  # the DUROC runtime inside job processes imports us: keep it light
+    from grid_tasks.topology import GridTopology
+
+PREFIX = "grid_tasks"
+NODES_SET = f"{PREFIX}:nodes"
+
+
+def connect_redis(url: str, *, settings: Any = None, environ: Mapping[str, str] | None = None,
+                  **options: Any) -> redis.Redis:
+    """The Redis client of a grid_tasks store (node registry, tokens, DUROC store).
+
+    Built by :func:`grid_tasks.security.connections.redis_client`, so a password or ACL
+    user in ``url`` is used and a ``rediss://`` URL gets TLS options: those of
+    ``settings.redis_tls`` when ``settings`` is given, else the
+    ``GRID_TASKS_REDIS_TLS_*`` variables of ``environ`` (default: this process's
+    environment - what ``Settings.from_env`` would read).  ``options`` go to redis-py.
+    """
+    if settings is None:
+        from grid_tasks.settings import Settings  # settings imports security, not us
+
+        env = os.environ if environ is None else environ
+        # Plain URLs never read the TLS variables: a stray bad one must not break them.
+        tls = RedisTLS.from_env(env) if is_tls_url(url) else RedisTLS()
+        settings = Settings(redis_url=url, redis_tls=tls)
+    return redis_client(settings, url, **options)
+
+
+def node_key(rm: str, node: str) -> str:
+    return f"{PREFIX}:node:{rm}:{node}"
+
+
+def alive_key(rm: str, node: str) -> str:
+    return f"{PREFIX}:alive:{rm}:{node}"
+
+
+def node_state(alive: dict[str, Any] | None, registration: dict[str, Any] | None) -> NodeState:
+    """The Maui state of a node from its live heartbeat (if any) and registration.
+
+    A node with a heartbeat is Idle, or Running while it executes tasks.  Without one
+    it is Down if its daemon said goodbye, else Unknown (silent, or never seen).
+    """
+    if alive is not None:
+        return NodeState.RUNNING if int(alive.get("active", 0)) > 0 else NodeState.IDLE
+    if registration and registration.get("status") == NodeState.DOWN.value:
+        return NodeState.DOWN
+    return NodeState.UNKNOWN
+
+
+@dataclass(frozen=True)
+class NodeStatus:
+    """One node as the ``nodes`` listing shows it."""
+
+    rm: str
+    node: str
+    state: NodeState
+    procs: int | None = None
+    memory_mb: int | None = None
+    disk_mb: int | None = None
+    swap_mb: int | None = None
+    features: tuple[str, ...] = ()
+    last_heartbeat: float | None = None
+    host: str | None = None
+    active: int = 0
+    source: str = "topology"  # where the resources come from: configured/detected/topology
+    attributes: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["state"] = self.state.value
+        data["features"] = list(self.features)
+        return data
+
+
+class NodeRegistry:
+    """Reads and writes node registrations and heartbeats in one Redis database."""
+
+    def __init__(self, client: redis.Redis, ttl: float) -> None:
+        self.client = client
+        self.ttl_ms = max(1, int(ttl * 1000))
+
+    @classmethod
+    def from_url(cls, url: str, ttl: float, *, settings: Any = None,
+                 environ: Mapping[str, str] | None = None) -> "NodeRegistry":
+        """A registry on the Redis at ``url``; TLS as :func:`connect_redis` decides."""
+        # One quick retry: callers (heartbeat loop, CLI) retry or report themselves, and
+        # redis-py's default backoff would make an unreachable server look like a hang.
+        client = connect_redis(url, settings=settings, environ=environ,
+                               socket_connect_timeout=2, socket_timeout=5,
+                               retry=Retry(NoBackoff(), 1))
+        return cls(client, ttl)
+
+    @classmethod
+    def from_settings(cls, settings: Any) -> "NodeRegistry":
+        """A registry on ``settings.redis_url`` with its heartbeat TTL and TLS options."""
+        return cls.from_url(settings.redis_url, settings.heartbeat_ttl, settings=settings)
+
+    def register(self, rm: str, node: str, resources: dict[str, Any],
+                 facts: dict[str, Any], source: str, now: float) -> None:
+        """Record (or refresh) a node's resources and host, and mark it alive."""
+        mapping = {
+            "resources": json.dumps(resources),
+            "facts": json.dumps(facts),
+            "source": source,
+            "status": "Up",
+            "registered_at": repr(now),
+        }
+        with _connectivity(self.client):
+            pipe = self.client.pipeline()
+            pipe.hset(node_key(rm, node), mapping=mapping)
+            pipe.sadd(NODES_SET, f"{rm}/{node}")
+            pipe.execute()
+        self.heartbeat(rm, node, now, active=0)
+
+    def heartbeat(self, rm: str, node: str, now: float, active: int = 0) -> bool:
+        """Prove the node alive for one TTL more; True if it was not alive before
+        (first beat, or back after its heartbeat expired): a node change."""
+        payload = json.dumps({"at": now, "active": active})
+        with _connectivity(self.client):
+            pipe = self.client.pipeline()
+            pipe.exists(alive_key(rm, node))
+            pipe.set(alive_key(rm, node), payload, px=self.ttl_ms)
+            pipe.hset(node_key(rm, node), "last_heartbeat", repr(now))
+            existed, _, _ = pipe.execute()
+        return not existed
+
+    def mark_down(self, rm: str, node: str, now: float) -> None:
+        """A daemon's goodbye: the node shows Down at once rather than Unknown later."""
+        with _connectivity(self.client):
+            pipe = self.client.pipeline()
+            pipe.delete(alive_key(rm, node))
+            pipe.hset(node_key(rm, node), mapping={"status": NodeState.DOWN.value,
+                                                   "stopped_at": repr(now)})
+            pipe.execute()
+
+    def status(self, rm: str, node: str) -> NodeStatus:
+        """The current status of one node (Unknown if never registered)."""
+        return self.statuses([(rm, node)])[0]
+
+    def statuses(self, names: Iterable[tuple[str, str]]) -> list[NodeStatus]:
+        names = list(names)
+        with _connectivity(self.client):
+            pipe = self.client.pipeline()
+            for rm, node in names:
+                pipe.hgetall(node_key(rm, node))
+                pipe.get(alive_key(rm, node))
+            raw = pipe.execute()
+        return [_status(rm, node, _decode_hash(raw[2 * i]), _json(raw[2 * i + 1]))
+                for i, (rm, node) in enumerate(names)]
+
+    def list_nodes(self, topology: GridTopology | None = None) -> list[NodeStatus]:
+        """Every registered node plus every node of ``topology``, sorted by rm and node."""
+        with _connectivity(self.client):
+            members = {m.decode() for m in self.client.smembers(NODES_SET)}
+        names = {tuple(m.split("/", 1)) for m in members}
+        if topology is not None:
+            names |= {(n.rm, n.name) for n in topology.iter_nodes()}
+        found = self.statuses(sorted(names))  # type: ignore[arg-type]
+        if topology is None:
+            return found
+        return [_with_topology(s, topology) for s in found]
+
+    def wait_alive(self, names: Iterable[tuple[str, str]], timeout: float,
+                   poll: float = 0.05) -> list[NodeStatus]:
+        """Block until every named node has a live heartbeat; return their statuses.
+
+        Raises :class:`ConnectivityError` after ``timeout`` seconds naming the missing nodes.
+        """
+        names = list(names)
+        deadline = time.monotonic() + timeout
+        while True:
+            found = self.statuses(names)
+            missing = [f"{s.rm}/{s.node}" for s in found if s.last_heartbeat is None
+                       or s.state in (NodeState.UNKNOWN, NodeState.DOWN)]
+            if not missing:
+                return found
+            if time.monotonic() >= deadline:
+                raise ConnectivityError(f"nodes did not register within {timeout:g} s: "
+                                        + ", ".join(missing))
+            time.sleep(poll)
+
+
+def _with_topology(status: NodeStatus, topology: GridTopology) -> NodeStatus:
+    """Fill resources of never-registered nodes from the topology."""
+    if status.procs is not None or status.rm not in topology.rms:
+        return status
+    try:
+        spec = topology.node(status.rm, status.node)
+    except NotFoundError:  # registered but not configured: keep what Redis knows
+        return status
+    return NodeStatus(status.rm, status.node, status.state, spec.procs, spec.memory_mb,
+                      spec.disk_mb, spec.swap_mb, spec.features, status.last_heartbeat,
+                      status.host, status.active, "topology", dict(spec.attributes))
+
+
+def _status(rm: str, node: str, reg: dict[str, str], alive: dict[str, Any] | None) -> NodeStatus:
+    state = node_state(alive, reg or None)
+    res = _json(reg.get("resources")) or {}
+    facts = _json(reg.get("facts")) or {}
+    last = alive.get("at") if alive else (float(reg["last_heartbeat"])
+                                          if "last_heartbeat" in reg else None)
+    return NodeStatus(
+        rm, node, state,
+        procs=res.get("procs"), memory_mb=res.get("memory_mb"), disk_mb=res.get("disk_mb"),
+        swap_mb=res.get("swap_mb"), features=tuple(res.get("features", ())),
+        last_heartbeat=last, host=facts.get("hostname"),
+        active=int(alive.get("active", 0)) if alive else 0,
+        source=reg.get("source", "topology"), attributes=dict(res.get("attributes", {})),
+    )
+
+
+def _decode_hash(raw: dict[bytes, bytes]) -> dict[str, str]:
+    return {k.decode(): v.decode() for k, v in raw.items()}
+
+
+def _json(raw: bytes | str | None) -> Any:
+    if raw is None:
+        return None
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return None  # a foreign value under our key: treat as absent
+
+
+class connectivity:
+    """Turns redis connection failures into a one-line :class:`ConnectivityError`.
+
+    ``with connectivity(client): ...`` around any command of ``client``.
+    """
+
+    def __init__(self, client: redis.Redis) -> None:
+        self.client = client
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> bool:
+        if exc_type is None:
+            return False
+        kw = self.client.connection_pool.connection_kwargs
+        where = kw.get("path") or f"{kw.get('host')}:{kw.get('port')}"
+        text = str(exc).lower()
+        if issubclass(exc_type, redis.AuthenticationError) or (
+                issubclass(exc_type, redis.ResponseError) and ("auth" in text
+                                                                or "password" in text)):
+            raise ConnectivityError(f"Redis at {where} refused the credentials: {exc}") from None
+        if issubclass(exc_type, (redis.ConnectionError, redis.TimeoutError)):
+            raise ConnectivityError(f"cannot reach Redis at {where}: {exc}"
+                                    f"{_missing_tls_files(kw)}") from None
+        return False
+
+
+def _missing_tls_files(kw: Mapping[str, Any]) -> str:
+    """' (TLS file(s) not found: ...)' when configured TLS files are missing, else ''.
+
+    redis-py reports a missing CA, certificate or key file as a bare ENOENT.
+    """
+    missing = [f"{name}={kw[key]}" for name, key in (("ca", "ssl_ca_certs"),
+                                                      ("cert", "ssl_certfile"),
+                                                      ("key", "ssl_keyfile"))
+               if kw.get(key) and not os.path.exists(kw[key])]
+    return f" (TLS file(s) not found: {', '.join(missing)})" if missing else ""
+
+
+_connectivity = connectivity  # the name broker code imported first

@@ -1,0 +1,95 @@
+"""Live Maui scheduling: one iteration per resource manager over the SQL state.
+
+* :func:`trigger_iteration` (submission, completion, cancellation, node change)
+  sets the RM's *dirty* flag and enqueues ``grid_tasks.scheduling.tasks.iterate``
+  unless one is already queued;
+* the task takes a non-blocking Redis lock (one iteration per RM at a time) and
+  runs while ``GETDEL dirty`` returns a value, so triggers arriving during a run
+  fold into ONE more run; after releasing it re-triggers if a flag slipped in;
+* beat also fires it every ``RMPOLLINTERVAL`` of the RM's ``maui.cfg``;
+* node changes fire it at once: a node daemon triggers it when it registers, says
+  goodbye (Down) or beats again after its heartbeat expired; a node that just goes
+  silent is noticed by :mod:`grid_tasks.scheduling.nodes` (beat runs its watch
+  every heartbeat TTL), and its jobs then follow the node failure policy.
+
+The pure loader :func:`~grid_tasks.scheduling.state.load_scheduler` is what the
+operator CLI uses for showstart / showbf / diagnose.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+ITERATE = "grid_tasks.scheduling.tasks.iterate"
+_KEY = "grid_tasks:sched"
+
+
+def dirty_key(rm: str) -> str:
+    return f"{_KEY}:{rm}:dirty"
+
+
+def queued_key(rm: str) -> str:
+    return f"{_KEY}:{rm}:queued"
+
+
+def lock_key(rm: str) -> str:
+    return f"{_KEY}:{rm}:lock"
+
+
+#: A queued marker older than this is ignored (the queued task was lost).
+QUEUED_TTL_S = 10
+
+
+# KEYS: dirty, queued, lock.  ARGV: queued TTL.  Returns 1 when a task must be sent.
+_TRIGGER = """
+redis.call('SET', KEYS[1], 1)
+if redis.call('EXISTS', KEYS[3]) == 1 then return 0 end
+if redis.call('SET', KEYS[2], 1, 'NX', 'EX', tonumber(ARGV[1])) then return 1 end
+return 0
+"""
+
+
+def trigger_iteration(app: Any, rm: str, *, client: Any = None) -> bool:
+    """Ask for an iteration of ``rm`` soon; returns True if a task was enqueued.
+
+    ``client`` is a redis client on the settings' Redis (made from ``app`` if
+    omitted).  Cheap enough to call on every event: while an iteration of ``rm``
+    runs, the dirty flag alone makes it run once more (and its release re-triggers
+    if the flag came after its last look), so no task is sent; nor while one is queued.
+    """
+    from grid_tasks.celery_app import readable
+
+    if client is None:
+        client = redis_client(app)
+    fresh = client.register_script(_TRIGGER)(
+        keys=[dirty_key(rm), queued_key(rm), lock_key(rm)], args=[QUEUED_TTL_S])
+    if not fresh:
+        return False
+    # ignore_result: no result subscription (a Redis round trip per send, and an
+    # unsubscribe from AsyncResult.__del__ that fails once the Redis is gone)
+    app.send_task(ITERATE, kwargs={"rm": rm}, ignore_result=True, **readable("iterate", rm=rm))
+    return True
+
+
+_clients: dict[tuple[int, str], Any] = {}
+
+
+def redis_client(app_or_settings: Any) -> Any:
+    """A cached redis client for an app's (or a Settings') ``redis_url``."""
+    import os
+
+    from grid_tasks.security.connections import redis_client as configured_client
+
+    settings = getattr(app_or_settings, "grid_settings", app_or_settings)
+    if settings is None or not hasattr(settings, "redis_url"):
+        from grid_tasks.settings import Settings
+
+        settings = Settings.from_env()
+    key = (os.getpid(), settings.redis_url)
+    client = _clients.get(key)
+    if client is None:
+        client = _clients[key] = configured_client(settings)  # rediss:// + TLS options
+    return client
+
+
+__all__ = ["ITERATE", "redis_client", "trigger_iteration"]

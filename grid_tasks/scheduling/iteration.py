@@ -1,0 +1,169 @@
+"""One live Maui iteration of a resource manager, applied transactionally (outbox style).
+
+1. recovery (unconfirmed launches, lost job managers);
+2. the pure core loaded from SQL decides (:func:`~grid_tasks.scheduling.state.load_scheduler`);
+3. every start is committed as Maui ``Starting`` with its allocation and a fresh
+   launch token, in the same transaction;
+4. only then the token goes to Redis and one launch task per node is published;
+   a publish failure sends the job back to Idle.  A launch that never confirms
+   is rolled back by step 1 of a later iteration.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+from grid_tasks.db import repository, session_scope
+from grid_tasks.gram import keys
+from grid_tasks.gram.launch import LaunchRequest, requests_for
+from grid_tasks.gram.records import Outbox
+from grid_tasks.gram.report import PARTS_TTL_S
+from grid_tasks.schedmods.jobchecker import CheckReport, DeferPolicy, JobChecker, release_deferred
+from grid_tasks.scheduling import grid_reservations
+from grid_tasks.scheduling.recovery import defer, launch_timeout, node_failure_policy, recover
+from grid_tasks.scheduling.state import load_scheduler, maui_config
+from grid_tasks.states import JobState, MauiJobState
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class IterationReport:
+    """What one iteration did (for logs, tests and the benchmark)."""
+
+    rm: str
+    started: list[int] = field(default_factory=list)
+    recovered: list[int] = field(default_factory=list)
+    rolled_back: list[int] = field(default_factory=list)
+    busy: bool = False  # jobs are starting or running: keep watching leases
+
+
+def run_iteration(app: Any, rm: str, *, sessions: Any, redis: Any, registry: Any = None,
+                  now: float | None = None) -> IterationReport:
+    """Run one iteration of ``rm`` and launch what it started."""
+    began = time.perf_counter()
+    now = time.time() if now is None else now
+    at = datetime.fromtimestamp(now, tz=timezone.utc)
+    report, outbox = IterationReport(rm), Outbox()
+    launches: list[LaunchRequest] = []
+    with session_scope(sessions) as session:
+        rm_row = repository.get_rm(session, rm)
+        policy = node_failure_policy(rm_row.policy_file)
+        cfg = maui_config(rm_row.policy_file)
+        deferral = DeferPolicy.from_config(cfg)
+        report.recovered = recover(session, rm, at, redis, outbox, policy, launch_timeout(),
+                                   deferral)
+        modules = _modules(app, rm, cfg, session)
+        if not any(isinstance(m, JobChecker) for m in modules):
+            # without the jobchecker module deferred jobs would never come back
+            release_deferred(session, deferral, now, rm, CheckReport())
+        session.flush()
+        guard = grid_reservations.prepare(session, rm, now, redis)  # restore, prune
+        sched = load_scheduler(session, rm, now=now, registry=registry, modules=modules)
+        result = sched.iterate(now)
+        vetoed = guard.veto(session, result.started)  # start_object(token) of bound jobs
+        rows = _rows(session, result.started)  # one query, not one per started job
+        for start in result.started:
+            if start.job_id in vetoed:
+                continue
+            row = rows[int(start.job_id)]
+            token = uuid.uuid4().hex
+            row.maui_state = MauiJobState.STARTING
+            row.nodes_allocated = {k: int(v) for k, v in start.allocation.items()}
+            row.launch_token = token
+            row.start_time = at
+            launches += requests_for(row.id, rm, token, row.request or {},
+                                     row.nodes_allocated, row.walltime)
+            report.started.append(row.id)
+        # Jobs running (leases to watch) or waiting (e.g. for a silent node to come
+        # back): look again soon rather than only at the next RMPOLLINTERVAL.
+        report.busy = bool(report.started or sched.running_jobs() or sched.idle_jobs())
+    _publish(app, redis, launches, sessions, report, deferral)
+    outbox.flush(redis, app)
+    log.info("iterate %s: %d idle, %d started, %d recovered in %.1f ms", rm,
+             len(sched.idle_jobs()), len(report.started), len(report.recovered),
+             (time.perf_counter() - began) * 1e3)
+    return report
+
+
+def _rows(session: Any, starts: list[Any]) -> dict[int, Any]:
+    """The job rows of the core's starts by id, loaded in one query."""
+    from sqlalchemy import select
+
+    from grid_tasks.db.models import Job as JobRow
+
+    ids = sorted({int(s.job_id) for s in starts})
+    if not ids:
+        return {}
+    return {row.id: row for row in session.scalars(select(JobRow).where(JobRow.id.in_(ids)))}
+
+
+_contexts: dict[tuple[int, str, int], Any] = {}
+
+
+def _modules(app: Any, rm: str, cfg: Any, session: Any) -> list[Any]:
+    """The scheduler modules the RM's maui.cfg lists (MODULES), working inside this
+    iteration's session (the job checker's writes commit with the iteration)."""
+    if not cfg.modules:
+        return []
+    import dataclasses
+    import os
+
+    from grid_tasks.node.daemon import app_settings
+    from grid_tasks.schedmods import ModuleContext, scheduler_parts
+
+    key = (os.getpid(), rm, id(cfg))
+    ctx = _contexts.get(key)
+    if ctx is None or ctx.config is not cfg:  # ids of replaced configs get reused
+        ctx = _contexts[key] = ModuleContext.from_settings(app_settings(app), rm=rm,
+                                                           config=cfg)
+    _, modules = scheduler_parts(cfg, dataclasses.replace(ctx, session=session))
+    return modules
+
+
+def _publish(app: Any, redis: Any, launches: list[LaunchRequest], sessions: Any,
+             report: IterationReport, deferral: DeferPolicy | None = None) -> None:
+    """Tokens to Redis, then ONE launch message per node carrying every job part this
+    iteration started there; a job whose message could not be sent is rolled back."""
+    from grid_tasks.gram.tasks import LAUNCH_BATCH, batch_options
+
+    if not launches:
+        return
+    pipe = redis.pipeline(transaction=False)
+    for job_id, token in {(r.job_id, r.token) for r in launches}:
+        pipe.set(keys.token_key(job_id), token, ex=PARTS_TTL_S * 24)
+    pipe.execute()
+    by_node: dict[tuple[str, str], list[LaunchRequest]] = {}
+    for req in launches:
+        by_node.setdefault((req.rm, req.node), []).append(req)
+    failed: set[int] = set()
+    for (rm, node), reqs in sorted(by_node.items()):
+        reqs = [r for r in reqs if r.job_id not in failed]
+        if not reqs:
+            continue
+        try:
+            app.send_task(LAUNCH_BATCH, **batch_options(rm, node, reqs))
+        except Exception as exc:  # broker gone: never leave a Starting job without launch
+            log.error("launch of jobs %s on %s/%s not published: %s",
+                      sorted({r.job_id for r in reqs}), rm, node, exc)
+            failed.update(r.job_id for r in reqs)
+    if failed:
+        _roll_back(redis, sessions, failed, deferral)
+        report.rolled_back = sorted(failed)
+
+
+def _roll_back(redis: Any, sessions: Any, job_ids: set[int],
+               deferral: DeferPolicy | None) -> None:
+    for job_id in job_ids:
+        redis.delete(keys.token_key(job_id))
+    at = datetime.now(timezone.utc)
+    with session_scope(sessions) as session:
+        for job_id in job_ids:
+            row = repository.get_job(session, job_id)
+            if row.state is JobState.PENDING and row.maui_state is MauiJobState.STARTING:
+                defer(session, row, at, deferral, "launch could not be published")

@@ -1,0 +1,172 @@
+"""Launches that never confirmed, and jobs whose job manager's lease expired.
+
+Node failure policy (what happens to the jobs of a node that went silent):
+
+* ``FAIL`` (default): the job is FAILED, reason "node X lost", GRAM error JM_STOPPED;
+* ``REQUEUE``: the job goes back to PENDING/Idle and is scheduled anew; any part
+  still running elsewhere is killed because its launch token is superseded.
+
+Set it per RM in the RM's maui.cfg as ``JOBACTIONONNODEFAILURE FAIL|REQUEUE``
+(Moab's parameter name, in the maui.cfg schema with the values FAIL and
+REQUEUE), or grid-wide with ``GRID_TASKS_NODE_FAILURE_POLICY``,
+which wins.  A launch not confirmed within ``GRID_TASKS_LAUNCH_TIMEOUT``
+seconds (default 30) goes back to Idle - or FAILED if it was cancelled.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from datetime import datetime
+from enum import Enum
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from grid_tasks.db.models import Job as JobRow
+from grid_tasks.errors import ConfigError
+from grid_tasks.gram import keys
+from grid_tasks.gram.records import Outbox, finish, transition
+from grid_tasks.states import JobState, MauiJobState
+
+ENV_POLICY = "GRID_TASKS_NODE_FAILURE_POLICY"
+ENV_LAUNCH_TIMEOUT = "GRID_TASKS_LAUNCH_TIMEOUT"
+_PARAM = re.compile(r"^\s*JOBACTIONONNODEFAILURE\s+(\S+)", re.IGNORECASE | re.MULTILINE)
+
+
+class NodeFailurePolicy(str, Enum):
+    """What a lost node does to its jobs."""
+
+    FAIL = "FAIL"
+    REQUEUE = "REQUEUE"
+
+
+def node_failure_policy(policy_file: str | None, environ: Any = None) -> NodeFailurePolicy:
+    """The policy for an RM: environment first, then its maui.cfg, else FAIL."""
+    env = os.environ if environ is None else environ
+    raw, where = env.get(ENV_POLICY), ENV_POLICY
+    if not raw and policy_file:
+        try:
+            found = _PARAM.search(Path(policy_file).read_text())
+        except OSError:
+            found = None
+        raw, where = (found.group(1), f"{policy_file}: JOBACTIONONNODEFAILURE") if found \
+            else (None, where)
+    if not raw:
+        return NodeFailurePolicy.FAIL
+    try:
+        return NodeFailurePolicy(raw.strip().upper())
+    except ValueError:
+        raise ConfigError(f"{where}={raw!r}: expected FAIL or REQUEUE", key=ENV_POLICY) from None
+
+
+def launch_timeout(environ: Any = None) -> float:
+    env = os.environ if environ is None else environ
+    raw = env.get(ENV_LAUNCH_TIMEOUT) or "30"
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not value > 0:
+        raise ConfigError(f"{ENV_LAUNCH_TIMEOUT}={raw!r}: expected positive seconds",
+                          key=ENV_LAUNCH_TIMEOUT)
+    return value
+
+
+def back_to_idle(row: JobRow) -> None:
+    """Forget an allocation: the job waits in the idle queue again."""
+    row.maui_state = MauiJobState.IDLE
+    row.nodes_allocated = {}
+    row.launch_token = None
+
+
+def _node_probe(redis: Any, rows: list[JobRow]) -> dict[tuple[int, str], tuple[bool, bool]]:
+    """(lease alive, part reported) per (job, node) of the given jobs, in one round trip."""
+    pairs = [(row, node) for row in rows for node in sorted(row.nodes_allocated or {})]
+    pipe = redis.pipeline(transaction=False)
+    for row, node in pairs:
+        pipe.exists(keys.lease_key(row.id, node))
+        pipe.hexists(keys.parts_key(row.id, row.launch_token or "-"), node)
+    raw = pipe.execute() if pairs else []
+    return {(row.id, node): (bool(raw[2 * i]), bool(raw[2 * i + 1]))
+            for i, (row, node) in enumerate(pairs)}
+
+
+def defer(session: Session, row: JobRow, now: datetime, policy: Any, reason: str) -> None:
+    """A start that failed: the job forgets its allocation and is deferred for Maui's
+    DEFERTIME (held past DEFERCOUNT deferrals); without a policy it is Idle at once."""
+    back_to_idle(row)
+    if policy is not None:
+        from grid_tasks.schedmods.jobchecker import defer_job
+
+        defer_job(session, row, now.timestamp(), policy, reason)
+
+
+def recover(session: Session, rm: str, now: datetime, redis: Any, outbox: Outbox,
+            policy: NodeFailurePolicy, timeout: float, defer_policy: Any = None) -> list[int]:
+    """Roll back unconfirmed launches and handle lost job managers; returns the job ids.
+
+    ``defer_policy`` (a :class:`~grid_tasks.schedmods.DeferPolicy`) defers a job whose
+    launch never confirmed; None sends it straight back to Idle."""
+    from sqlalchemy import or_, select
+
+    stmt = select(JobRow).where(JobRow.rm == rm, or_(
+        JobRow.state == JobState.ACTIVE,
+        (JobRow.state == JobState.PENDING) & (JobRow.maui_state == MauiJobState.STARTING)))
+    rows = list(session.scalars(stmt))
+    if not rows:
+        return []
+    probe = _node_probe(redis, rows)
+    touched = []
+    for row in rows:
+        age = (now - row.start_time).total_seconds() if row.start_time else 0.0
+        if age < timeout:
+            continue
+        if row.state is JobState.PENDING:
+            # unconfirmed past the timeout even if its job managers live (their ACTIVE
+            # report may have been lost to a database outage): the superseded token
+            # kills any part still running when the job is launched anew
+            touched.append(row.id)
+            _unconfirmed(session, row, now, redis, outbox, defer_policy)
+            continue
+        lost = [n for n in sorted(row.nodes_allocated or {}) if probe[(row.id, n)] == (False, False)]
+        if lost and not _redis_restarted_within(redis, timeout):
+            touched.append(row.id)
+            _lost(session, row, lost, now, redis, outbox, policy)
+    return touched
+
+
+def _redis_restarted_within(redis: Any, grace: float) -> bool:
+    """Whether the Redis server started less than ``grace`` seconds ago: its restart
+    wiped every lease, and live job managers re-create theirs within a lease interval,
+    so a missing lease is no evidence of a lost node yet."""
+    try:
+        uptime = float(redis.info("server").get("uptime_in_seconds", grace))
+    except (AttributeError, TypeError, ValueError):
+        return False  # a client without INFO: leases are taken at their word
+    return uptime < grace
+
+
+def _unconfirmed(session: Session, row: JobRow, now: datetime, redis: Any,
+                 outbox: Outbox, defer_policy: Any) -> None:
+    redis.delete(keys.token_key(row.id))
+    if redis.exists(keys.cancel_key(row.id)):
+        finish(session, row, JobState.FAILED, "cancelled by user", now, outbox,
+               gram_error="USER_CANCELLED")
+        return
+    nodes = ", ".join(sorted(row.nodes_allocated or {})) or "its nodes"
+    defer(session, row, now, defer_policy, f"launch on {nodes} not confirmed")
+    outbox.rms.add(row.rm or "")
+
+
+def _lost(session: Session, row: JobRow, lost: list[str], now: datetime, redis: Any,
+          outbox: Outbox, policy: NodeFailurePolicy) -> None:
+    why = f"node {', '.join(lost)} lost (job manager lease expired)"
+    redis.delete(keys.token_key(row.id))  # any surviving part kills itself
+    if policy is NodeFailurePolicy.REQUEUE and not redis.exists(keys.cancel_key(row.id)):
+        transition(session, row, JobState.PENDING, f"{why}: requeued", now, outbox)
+        back_to_idle(row)
+        outbox.rms.add(row.rm or "")
+        return
+    finish(session, row, JobState.FAILED, why, now, outbox, gram_error="JM_STOPPED")

@@ -1,0 +1,295 @@
+"""The pure Maui core loaded with one resource manager's durable state.
+
+:func:`load_scheduler` is shared by the live iteration and the operator CLI
+(showstart, showbf, diagnose): nodes from SQL (or the topology), their liveness
+from the Redis :class:`~grid_tasks.node.registry.NodeRegistry`, running jobs,
+idle jobs, administrative (and confirmed grid) reservations from the SQL
+``reservations`` table, fairshare usage from accounting, and the policy of the
+RM's ``maui.cfg``.  Times handed to the core are POSIX seconds.
+
+Reservation rows: ``nodes`` lists whole nodes held, or ``resources`` gives
+``{"tasks": N, "procs_per_task": P, "mem_per_task": M}`` placed anywhere; the ACL
+maps :data:`grid_tasks.db.ACL_KEYS` to lists of names.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import logging
+import os
+import threading
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Sequence
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from grid_tasks.db import ReservationKind, repository
+from grid_tasks.db.models import Job as JobRow
+from grid_tasks.db.models import Reservation as ReservationRow
+from grid_tasks.errors import GridTasksError
+from grid_tasks.maui import ACL, Job, Node, Reservation, Scheduler, SchedulerConfig
+from grid_tasks.maui import ReservationKind as CoreKind
+from grid_tasks.maui.model import USABLE_STATES
+from grid_tasks.maui.priority import Fairshare
+from grid_tasks.states import JobState, MauiJobState, NodeState
+from grid_tasks import utc
+from grid_tasks.utc import from_epoch  # noqa: F401 - re-exported for callers
+
+if TYPE_CHECKING:  # pragma: no cover
+    from grid_tasks.maui.cfg import MauiConfig
+
+log = logging.getLogger(__name__)
+
+#: Walltime assumed for a job whose RSL gives none (seconds).
+DEFAULT_WALLTIME = 3600
+#: A running job past its walltime still holds its nodes for this much longer in
+#: the plan, so a late finisher is never overcommitted.
+OVERRUN_MARGIN = 60.0
+#: Maui states of a PENDING job that waits in the idle queue.  Deferred jobs do not:
+#: they wait out DEFERTIME first (released by the job checker or the iteration).
+IDLE_MAUI_STATES = (MauiJobState.IDLE,)
+
+_parsed: dict[tuple[str, float], "MauiConfig"] = {}
+_configs: dict[int, tuple["MauiConfig", SchedulerConfig]] = {}
+
+
+def epoch(dt: datetime | None) -> float | None:
+    """POSIX seconds of an aware (or naive UTC) datetime; None stays None."""
+    return None if dt is None else utc.epoch(dt)
+
+
+def maui_config(policy_file: str | os.PathLike[str] | None) -> "MauiConfig":
+    """The parsed maui.cfg (cached per file and modification time); Maui's defaults
+    without a file.  A broken file raises its MauiConfigError (line and column)."""
+    from grid_tasks.maui.cfg import load_maui_config, parse_maui_config
+
+    if not policy_file:
+        return parse_maui_config("", source="<defaults>")
+    path = Path(policy_file)
+    try:
+        mtime = path.stat().st_mtime
+    except OSError as exc:
+        raise GridTasksError(f"policy file {path} cannot be read: {exc.strerror}") from None
+    key = (str(path), mtime)
+    cached = _parsed.get(key)
+    if cached is None:
+        cached = _parsed[key] = load_maui_config(path)
+    return cached
+
+
+def policy_config(policy_file: str | os.PathLike[str] | None) -> SchedulerConfig:
+    """The SchedulerConfig of a maui.cfg (cached per file and modification time).
+
+    Module names (MODULES) are left out: the live iteration builds the modules with
+    their context (:func:`grid_tasks.schedmods.scheduler_parts`); planning views run none.
+    """
+    if not policy_file:
+        return SchedulerConfig()
+    cfg = maui_config(policy_file)
+    cached = _configs.get(id(cfg))
+    if cached is None or cached[0] is not cfg:
+        config = dataclasses.replace(SchedulerConfig.from_maui_config(cfg), modules=())
+        cached = _configs[id(cfg)] = (cfg, config)
+    return cached[1]
+
+
+def core_job(row: Any) -> Job:
+    """The Maui view of a job (ORM row or :func:`live_jobs` row): tasks of one
+    processor, walltime, credentials, memory per task."""
+    if hasattr(row, "min_memory_mb"):
+        memory = row.min_memory_mb
+    else:
+        memory = (row.request or {}).get("min_memory_mb")
+    return Job(
+        id=str(row.id), tasks=max(1, row.tasks or 1), procs_per_task=1,
+        walltime=float(row.walltime or DEFAULT_WALLTIME),
+        submit_time=epoch(row.submit_time) or 0.0,
+        user=row.user, group=row.group, account=row.account, job_class=row.job_class,
+        qos=row.qos, mem_per_task=int(memory or 0),
+        holds=frozenset(row.holds or ()), early_start=bool(row.early_start),
+    )
+
+
+def _rm_nodes(session: Session, rm: str, topology: Any) -> tuple[list[Node], str | None]:
+    if topology is not None:
+        spec = topology.rm(rm)
+        nodes = [Node(n.name, n.procs, n.memory_mb or 0, n.disk_mb or 0, n.swap_mb or 0,
+                      frozenset(n.features)) for n in spec.nodes]
+        return nodes, (str(spec.policy_file) if spec.policy_file else None)
+    row = repository.get_rm(session, rm)
+    nodes = [Node(n.name, n.procs, n.memory_mb or 0, n.disk_mb or 0, n.swap_mb or 0,
+                  frozenset(n.features or ())) for n in repository.list_nodes(session, rm)]
+    return nodes, row.policy_file
+
+
+def _node_states(registry: Any, rm: str, nodes: list[Node]) -> dict[str, NodeState]:
+    if registry is None:
+        return {}
+    return {s.node: s.state for s in registry.statuses([(rm, n.name) for n in nodes])}
+
+
+def core_reservation(row: ReservationRow) -> Reservation:
+    """A SQL reservation row as a core reservation (admin kind, processors held)."""
+    acl = {k: v for k, v in (row.acl or {}).items() if v}
+    if row.kind is ReservationKind.GRID and row.owner_job_id is not None:
+        acl.setdefault("jobs", [])
+        acl["jobs"] = list(acl["jobs"]) + [str(row.owner_job_id)]
+    res = row.resources or {}
+    nodes = tuple(row.nodes or ())
+    tasks = int(res.get("tasks", 0) or 0)
+    return Reservation(
+        name=row.name, start=epoch(row.start_time) or 0.0, end=epoch(row.end_time) or 0.0,
+        acl=ACL.build(**acl), tasks=tasks, procs_per_task=int(res.get("procs_per_task", 1)),
+        mem_per_task=int(res.get("mem_per_task", 0) or 0),
+        nodes=nodes, kind=CoreKind.ADMIN,
+    )
+
+
+def _admin_reservations(session: Session, rm: str, now: float) -> list[ReservationRow]:
+    stmt = (select(ReservationRow)
+            .where(ReservationRow.rm == rm, ReservationRow.end_time > from_epoch(now))
+            .order_by(ReservationRow.start_time, ReservationRow.id))
+    rows = []
+    for row in session.scalars(stmt):
+        if row.kind is ReservationKind.ADMIN or (row.kind is ReservationKind.GRID
+                                                 and row.confirmed):
+            rows.append(row)
+    return rows
+
+
+#: Columns the scheduler needs, read as plain rows: no RSL text, no ORM objects, and
+#: of the request JSON only the memory requirement (decoding whole requests of a
+#: thousand idle jobs cost more than the scheduling itself).
+_COLUMNS = (JobRow.id, JobRow.state, JobRow.maui_state, JobRow.tasks, JobRow.walltime,
+            JobRow.submit_time, JobRow.start_time, JobRow.user, JobRow.group, JobRow.account,
+            JobRow.job_class, JobRow.qos, JobRow.holds, JobRow.early_start,
+            JobRow.nodes_allocated,
+            JobRow.request["min_memory_mb"].as_integer().label("min_memory_mb"))
+
+
+def live_jobs(session: Session, rm: str) -> list[Any]:
+    """PENDING and ACTIVE jobs of ``rm`` (rows with the job's attribute names) in one
+    query: priority, then submission order."""
+    stmt = (select(*_COLUMNS)
+            .where(JobRow.rm == rm, JobRow.state.in_([JobState.PENDING, JobState.ACTIVE]))
+            .order_by(JobRow.priority.desc(), JobRow.submit_time, JobRow.id))
+    return list(session.execute(stmt))
+
+
+def _restore_running(sched: Scheduler, rows: list[Any], rm: str, now: float) -> None:
+    for row in rows:
+        starting = row.state is JobState.PENDING and row.maui_state is MauiJobState.STARTING
+        if not (row.state is JobState.ACTIVE or starting) or not row.nodes_allocated:
+            continue
+        job = core_job(row)
+        start = epoch(row.start_time) or now
+        job.walltime = max(job.walltime, now - start + OVERRUN_MARGIN)
+        try:
+            sched.restore_running(job, start, dict(row.nodes_allocated), now)
+        except GridTasksError as exc:  # e.g. a node removed from the topology
+            log.warning("rm %s: running job %s not restored: %s", rm, row.id, exc)
+
+
+@dataclass
+class _Usage:
+    """Fairshare usage charged from accounting records, kept between iterations.
+
+    Accounting only grows (and loses records older than the fairshare windows), so
+    each iteration charges just the records it has not seen: re-charging days of
+    records every iteration cost as much as the scheduling itself.
+    """
+
+    fairshare: Fairshare
+    charged: dict[int, float] = field(default_factory=dict)  # record id -> end (epoch)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+_usage: dict[tuple[str, str, int], _Usage] = {}
+_usage_lock = threading.Lock()
+#: Accounting rows fetched per query (bounded IN lists).
+_CHUNK = 500
+
+
+def _charge_fairshare(sched: Scheduler, session: Session, rm: str, now: float) -> None:
+    cfg = sched.config
+    if not sched.fairshare.enabled:
+        return
+    from grid_tasks.db import AccountingRecord as Acct
+
+    since = now - cfg.fs_interval * cfg.fs_depth
+    in_window = (Acct.rm == rm) & (Acct.end_time >= from_epoch(since)) \
+        & Acct.start_time.isnot(None)
+    ids = set(session.scalars(select(Acct.id).where(in_window)))
+    key = (str(session.get_bind().url), rm, id(cfg))
+    with _usage_lock:
+        entry = _usage.get(key)
+        if entry is None or entry.fairshare.config is not cfg:
+            entry = _usage[key] = _Usage(_fresh_fairshare(sched))
+    with entry.lock:
+        if any(end >= since and i not in ids for i, end in entry.charged.items()):
+            entry.fairshare, entry.charged = _fresh_fairshare(sched), {}  # records vanished
+        new = sorted(ids - entry.charged.keys())
+        for i in range(0, len(new), _CHUNK):
+            _charge_rows(entry, session, new[i:i + _CHUNK])
+        sched.fairshare.usage = copy.deepcopy(entry.fairshare.usage)
+        sched.fairshare.totals = copy.deepcopy(entry.fairshare.totals)
+        sched.fairshare._cache.clear()  # noqa: SLF001 - percent cache of the replaced usage
+
+
+def _fresh_fairshare(sched: Scheduler) -> Fairshare:
+    fs = Fairshare(sched.config)
+    fs.machine = sched.fairshare.machine
+    return fs
+
+
+def _charge_rows(entry: _Usage, session: Session, ids: list[int]) -> None:
+    from grid_tasks.db import AccountingRecord as Acct
+
+    # Plain column tuples, not ORM objects.
+    stmt = select(Acct.id, Acct.job_id, Acct.procs, Acct.user, Acct.group, Acct.account,
+                  Acct.job_class, Acct.qos, Acct.start_time, Acct.end_time).where(
+        Acct.id.in_(ids))
+    fs = entry.fairshare
+    for rec_id, job_id, procs, user, group, account, job_class, qos, started, ended in \
+            session.execute(stmt):
+        start, end = epoch(started), epoch(ended)
+        entry.charged[rec_id] = end or 0.0
+        if start is None or end is None or end <= start:
+            continue
+        job = Job(id=f"acct.{job_id}", tasks=max(1, procs or 1), user=user, group=group,
+                  account=account, job_class=job_class, qos=qos)
+        fs.charge(job, fs.usage_rate(job), start, end)
+
+
+def load_scheduler(session: Session, rm: str, *, now: float, registry: Any = None,
+                   topology: Any = None, modules: Sequence[Any] = ()) -> Scheduler:
+    """The Maui core of ``rm`` at ``now`` (POSIX seconds) with its SQL state loaded.
+
+    ``registry`` (a NodeRegistry) supplies node liveness: silent nodes are Unknown
+    and get no new work; without it every node is taken as up (planning view).
+    ``topology`` overrides the SQL node list and policy file.  ``modules`` are
+    scheduler modules (the live iteration's, see :mod:`grid_tasks.schedmods`).
+    Raises NotFoundError for an unknown RM.
+    """
+    nodes, policy_file = _rm_nodes(session, rm, topology)
+    sched = Scheduler(nodes, policy_config(policy_file), modules=modules)
+    _charge_fairshare(sched, session, rm, now)
+    rows = live_jobs(session, rm)
+    _restore_running(sched, rows, rm, now)
+    for row in _admin_reservations(session, rm, now):
+        try:
+            # running jobs the ACL admits continue inside their reservation
+            sched.add_reservation(core_reservation(row), now, take_in_admitted=True)
+        except GridTasksError as exc:
+            log.warning("rm %s: reservation %s not honoured: %s", rm, row.name, exc)
+    for name, state in _node_states(registry, rm, nodes).items():
+        if state not in USABLE_STATES:
+            sched.update_node(name, now, state=state)
+    for row in rows:
+        if row.state is JobState.PENDING and row.maui_state in IDLE_MAUI_STATES:
+            sched.submit(core_job(row), now)
+    return sched

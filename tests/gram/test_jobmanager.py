@@ -1,0 +1,125 @@
+"""The job manager on real processes, real Redis and SQL (no Celery worker needed)."""
+
+from __future__ import annotations
+
+from grid_tasks.states import JobState
+
+
+def test_walltime_limit_kills_and_says_why(quiet_settings, tmp_path):
+    settings = quiet_settings
+    """The job manager alone, on real processes: past max_wall_time the group dies."""
+    from datetime import datetime, timezone
+
+    from grid_tasks import db
+    from grid_tasks.celery_app import create_app
+    from grid_tasks.embedded.stack import prepare_database
+    from grid_tasks.gram import keys
+    from grid_tasks.gram.jobmanager import JobManager
+    from grid_tasks.gram.launch import requests_for
+    from grid_tasks.gram.records import Outbox
+    from grid_tasks.gram.report import node_context
+    from grid_tasks.gram.submission import build_job
+    from grid_tasks.rsl import lower
+    from grid_tasks.topology import load_topology
+
+    prepare_database(settings, load_topology(settings.topology_file))
+    app = create_app(settings)
+    ctx = node_context(app)
+    rsl = "&(executable=/bin/sh)(arguments=-c 'sleep 30 & sleep 30')(count=2)"
+    with db.session_scope(ctx.sessions) as session:
+        row = build_job(session, "rmA", rsl, lower(rsl)[0], {"user": "u"},
+                        datetime.now(timezone.utc), Outbox())
+        row.nodes_allocated, row.launch_token = {"node1": 2}, "tok"
+        job_id = row.id
+    ctx.redis.set(keys.token_key(job_id), "tok")
+    (req,) = requests_for(job_id, "rmA", "tok", lower(rsl)[0].to_dict(), {"node1": 2}, 60)
+    req.max_wall_time_s = 0.5
+    manager = JobManager(req, ctx)
+    manager.start()
+    manager.join(timeout=10)
+    assert not manager.is_alive()
+    with db.session_scope(ctx.sessions) as session:
+        row = db.repository.get_job(session, job_id)
+        assert row.state is JobState.FAILED
+        assert "max_wall_time" in row.failure_reason and row.gram_error == "JOB_EXECUTION_FAILED"
+        assert row.end_time is not None
+    assert [p.returncode for _, p in manager.procs] == [-9, -9]
+    groups = {proc.pid for _, proc in manager.procs}
+    assert _live_members(groups) == []  # the backgrounded sleeps died with their group
+    app.close()
+    db.dispose_engines()
+
+
+def _live_members(groups):
+    """Pids of non-zombie processes in the given process groups."""
+    import os
+
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[2]) in groups and fields[0] != "Z":
+            found.append(int(entry))
+    return found
+
+
+def test_cpu_time_and_memory_limits_fail_the_job_naming_the_limit(quiet_settings):
+    settings = quiet_settings
+    """max_cpu_time and max_memory become rlimits of every process; a process stopped
+    by one ends the job FAILED (JOB_EXECUTION_FAILED) naming the limit, its exit code kept;
+    a process under its limits ends DONE."""
+    import signal
+    import sys
+    from datetime import datetime, timezone
+
+    from grid_tasks import db
+    from grid_tasks.celery_app import create_app
+    from grid_tasks.embedded.stack import prepare_database
+    from grid_tasks.gram import keys
+    from grid_tasks.gram.jobmanager import JobManager
+    from grid_tasks.gram.launch import requests_for
+    from grid_tasks.gram.records import Outbox
+    from grid_tasks.gram.report import node_context
+    from grid_tasks.gram.submission import build_job
+    from grid_tasks.rsl import lower
+    from grid_tasks.topology import load_topology
+
+    prepare_database(settings, load_topology(settings.topology_file))
+    app = create_app(settings)
+    ctx = node_context(app)
+    cases = [("&(executable=/bin/sh)(arguments=-c 'while :; do :; done')",
+              {"max_cpu_time_s": 1}, -signal.SIGXCPU),
+             (f"&(executable={sys.executable})(arguments=-c 'x = bytearray(400 << 20)')",
+              {"max_memory_mb": 200}, 1),
+             (f"&(executable={sys.executable})(arguments=-c 'x = bytearray(1 << 20)')",
+              {"max_memory_mb": 200, "max_cpu_time_s": 5}, 0)]
+    reasons = ["max_cpu_time of 1 s", "max_memory of 200 MB", None]
+    for (rsl, limits, expected), reason in zip(cases, reasons):
+        with db.session_scope(ctx.sessions) as session:
+            row = build_job(session, "rmA", rsl, lower(rsl)[0], {"user": "u"},
+                            datetime.now(timezone.utc), Outbox())
+            row.nodes_allocated, row.launch_token = {"node1": 1}, "tok"
+            job_id = row.id
+        ctx.redis.set(keys.token_key(job_id), "tok")
+        (req,) = requests_for(job_id, "rmA", "tok", lower(rsl)[0].to_dict(), {"node1": 1}, 60)
+        for name, value in limits.items():
+            setattr(req, name, value)
+        manager = JobManager(req, ctx)
+        manager.start()
+        manager.join(timeout=20)
+        with db.session_scope(ctx.sessions) as session:
+            row = db.repository.get_job(session, job_id)
+            assert row.exit_code == expected, (rsl, row.exit_code)
+            if reason is None:
+                assert row.state is JobState.DONE and not row.gram_error
+            else:
+                assert row.state is JobState.FAILED, (rsl, row.state)
+                assert reason in row.failure_reason and "exceeded" in row.failure_reason
+                assert row.gram_error == "JOB_EXECUTION_FAILED"
+    app.close()
+    db.dispose_engines()

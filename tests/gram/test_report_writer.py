@@ -1,0 +1,181 @@
+"""Batched job reports: one transaction per batch, the same per-job checks as one by one."""
+
+from __future__ import annotations
+
+import threading
+from datetime import datetime, timezone
+
+import pytest
+
+from grid_tasks.states import JobState
+
+
+@pytest.fixture
+def db_grid(quiet_settings):
+    """A migrated SQLite database with the demo topology, and a job factory."""
+    from grid_tasks import db
+    from grid_tasks.embedded.stack import prepare_database
+    from grid_tasks.gram.launch import requests_for
+    from grid_tasks.gram.records import Outbox
+    from grid_tasks.gram.submission import build_job
+    from grid_tasks.rsl import lower
+    from grid_tasks.topology import load_topology
+
+    prepare_database(quiet_settings, load_topology(quiet_settings.topology_file))
+    sessions = db.session_factory(db.get_engine(quiet_settings.database_url))
+
+    def job(token: str = "tok", nodes: dict[str, int] | None = None):
+        rsl = "&(executable=/bin/true)"
+        nodes = nodes or {"node1": 1}
+        with db.session_scope(sessions) as session:
+            row = build_job(session, "rmA", rsl, lower(rsl)[0], {"user": "u"},
+                            datetime.now(timezone.utc), Outbox())
+            row.nodes_allocated, row.launch_token = nodes, token
+            job_id = row.id
+        return requests_for(job_id, "rmA", token, lower(rsl)[0].to_dict(), nodes, 60)[0]
+
+    yield sessions, job
+    db.dispose_engines()
+
+
+def _state(sessions, job_id):
+    from grid_tasks import db
+
+    with db.session_scope(sessions) as session:
+        row = db.repository.get_job(session, job_id)
+        history = [h.to_state for h in db.repository.job_history(session, job_id)]
+        return row, history
+
+
+def _done(code: int = 0) -> dict:
+    return {"node1": {"exit_codes": {"0": code}, "reason": None, "code": None}}
+
+
+def test_one_batch_starts_ends_and_accounts_many_jobs(db_grid):
+    from grid_tasks.db import AccountingRecord
+    from grid_tasks.gram.report_writer import FINISHED, STARTED, Report, write_reports
+
+    sessions, job = db_grid
+    reqs = [job() for _ in range(5)]
+    batch = [Report(STARTED, r) for r in reqs] + [Report(FINISHED, r, _done(i))
+                                                  for i, r in enumerate(reqs)]
+    outbox = write_reports(sessions, batch)
+    for i, req in enumerate(reqs):
+        row, history = _state(sessions, req.job_id)
+        assert row.state is JobState.DONE and row.exit_code == i
+        assert history == [JobState.PENDING, JobState.ACTIVE, JobState.DONE]
+    events = [(e.job, e.state) for e in outbox.events]
+    assert events == [(r.job_id, "ACTIVE") for r in reqs] + [(r.job_id, "DONE") for r in reqs]
+    with sessions() as session:
+        accounted = {a.job_id for a in session.query(AccountingRecord)}
+    assert accounted == {r.job_id for r in reqs}
+    assert outbox.rms == set()  # nothing else waits on rmA: no iteration needed
+
+
+def test_checks_per_job_superseded_repeated_and_unknown(db_grid):
+    from grid_tasks.gram.report_writer import FINISHED, STARTED, Report, write_reports
+
+    sessions, job = db_grid
+    stale, fine, waiting = job("old"), job(), job()
+    stale.token = "new-launch-token"  # this launch was superseded (requeued meanwhile)
+    unknown = job()
+    unknown.job_id = 10**6
+    outbox = write_reports(sessions, [
+        Report(STARTED, stale), Report(FINISHED, stale, _done()),
+        Report(FINISHED, fine, _done(3)), Report(FINISHED, fine, _done(4)),  # repeat
+        Report(FINISHED, unknown, _done())])
+    row, history = _state(sessions, stale.job_id)
+    assert row.state is JobState.PENDING and history == [JobState.PENDING]
+    row, history = _state(sessions, fine.job_id)
+    assert row.state is JobState.DONE and row.exit_code == 3  # the first ending stands
+    assert history == [JobState.PENDING, JobState.ACTIVE, JobState.DONE]
+    assert _state(sessions, waiting.job_id)[0].state is JobState.PENDING
+    assert outbox.rms == {"rmA"}  # jobs still wait: the freed node matters
+
+
+def test_reports_queued_during_a_write_go_in_one_batch_and_a_bad_one_alone(db_grid,
+                                                                          monkeypatch):
+    import time
+
+    import grid_tasks.gram.report_writer as rw
+    from grid_tasks.gram.report import _retrying, redis_retrying
+
+    sessions, job = db_grid
+    first, bad, *rest = [job() for _ in range(6)]
+    sizes: list[int] = []
+    real = rw.write_reports
+    writer: rw.ReportWriter
+
+    def spy(s, batch):
+        sizes.append(len(batch))
+        if len(sizes) == 1:  # the first write lasts until the others have queued
+            deadline = time.monotonic() + 30
+            while len(writer._pending) < 5 and time.monotonic() < deadline:
+                time.sleep(0.01)
+        if any(r.req.job_id == bad.job_id for r in batch):
+            raise RuntimeError("this report cannot be written")
+        return real(s, batch)
+
+    monkeypatch.setattr(rw, "write_reports", spy)
+
+    class NoRedis:  # events go nowhere in this test
+        def publish(self, *_):
+            pass
+
+        def pipeline(self, **_):
+            return self
+
+        def execute(self):
+            return []
+
+    writer = rw.ReportWriter(sessions, NoRedis(), None, _retrying, redis_retrying)
+    errors: dict[int, BaseException] = {}
+
+    def report(req):
+        try:
+            writer.write(rw.Report(rw.FINISHED, req, _done()))
+        except BaseException as exc:  # noqa: BLE001 - recorded for the assertion
+            errors[req.job_id] = exc
+
+    threads = [threading.Thread(target=report, args=(first,))]
+    threads[0].start()
+    while not sizes:
+        time.sleep(0.01)
+    threads += [threading.Thread(target=report, args=(r,)) for r in (bad, *rest)]
+    for t in threads[1:]:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    # one write for the first, one batch of the five queued meanwhile, which failed on
+    # the bad report, then each of the five on its own
+    assert sizes == [1, 5, 1, 1, 1, 1, 1]
+    assert set(errors) == {bad.job_id} and "cannot be written" in str(errors[bad.job_id])
+    for req in (first, *rest):
+        assert _state(sessions, req.job_id)[0].state is JobState.DONE
+
+
+def test_a_lost_race_is_retried_as_a_whole(db_grid, monkeypatch):
+    from grid_tasks import db
+    from grid_tasks.db import ConcurrentUpdateError
+    import grid_tasks.gram.report_writer as rw
+    from grid_tasks.gram.report import _retrying
+
+    sessions, job = db_grid
+    req = job()
+    real, raced = rw._finished, []
+
+    def finished_while_another_writer_commits(session, row, *args):
+        if not raced:  # after the batch read the row, another session changes it
+            raced.append(1)
+            with db.session_scope(sessions) as other:
+                db.repository.get_job(other, req.job_id).priority = 5
+        return real(session, row, *args)
+
+    monkeypatch.setattr(rw, "_finished", finished_while_another_writer_commits)
+    with pytest.raises(ConcurrentUpdateError):
+        rw.write_reports(sessions, [rw.Report(rw.FINISHED, req, _done())])
+    assert _state(sessions, req.job_id)[0].state is JobState.PENDING  # nothing half-done
+    outbox = _retrying(lambda: rw.write_reports(sessions, [rw.Report(rw.FINISHED, req,
+                                                                      _done())]))
+    row, _ = _state(sessions, req.job_id)
+    assert row.state is JobState.DONE and row.priority == 5 and outbox.events

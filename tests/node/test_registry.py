@@ -1,0 +1,81 @@
+"""Node registry in a real (private) Redis: registration, heartbeat TTL, derived states."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from grid_tasks.errors import ConnectivityError
+from grid_tasks.node.registry import NodeRegistry, node_state
+from grid_tasks.states import NodeState
+from grid_tasks.topology import load_topology
+
+RES = {"procs": 3, "memory_mb": 512, "disk_mb": 10, "swap_mb": 0, "features": ["x"],
+       "attributes": {"arch": "x86_64"}}
+
+
+def test_state_is_derived_from_heartbeat_and_goodbye():
+    assert node_state({"at": 1.0, "active": 0}, {"status": "Up"}) is NodeState.IDLE
+    assert node_state({"at": 1.0, "active": 2}, {"status": "Up"}) is NodeState.RUNNING
+    assert node_state(None, {"status": "Up"}) is NodeState.UNKNOWN
+    assert node_state(None, {"status": "Down"}) is NodeState.DOWN
+    assert node_state(None, None) is NodeState.UNKNOWN
+
+
+@pytest.fixture
+def registry(settings):
+    return NodeRegistry.from_url(settings.redis_url, ttl=0.3)
+
+
+def test_register_then_silence_turns_unknown_by_itself(registry):
+    registry.register("rmA", "node1", RES, {"hostname": "h1"}, "configured", now=time.time())
+    s = registry.status("rmA", "node1")
+    assert s.state is NodeState.IDLE
+    assert (s.procs, s.memory_mb, s.features, s.host, s.source) == (3, 512, ("x",), "h1",
+                                                                    "configured")
+    registry.heartbeat("rmA", "node1", time.time(), active=1)
+    assert registry.status("rmA", "node1").state is NodeState.RUNNING
+    time.sleep(0.45)  # nobody acts: the key expires
+    s = registry.status("rmA", "node1")
+    assert s.state is NodeState.UNKNOWN
+    assert s.last_heartbeat is not None and s.procs == 3  # what we knew stays visible
+
+
+def test_goodbye_shows_down_and_reregistering_revives(registry):
+    registry.register("rmB", "node3", RES, {}, "detected", now=1000.0)
+    registry.mark_down("rmB", "node3", now=1001.0)
+    assert registry.status("rmB", "node3").state is NodeState.DOWN
+    registry.register("rmB", "node3", RES, {}, "detected", now=1002.0)
+    assert registry.status("rmB", "node3").state is NodeState.IDLE
+
+
+def test_list_includes_unregistered_topology_nodes(registry, settings):
+    topo = load_topology(settings.topology_file)
+    registry.register("rmA", "node1", RES, {}, "configured", now=time.time())
+    registry.register("rmX", "stray", RES, {}, "detected", now=time.time())
+    listed = {(s.rm, s.node): s for s in registry.list_nodes(topo)}
+    assert set(listed) == {("rmA", "node1"), ("rmA", "node2"), ("rmB", "node3"),
+                           ("rmB", "node4"), ("rmX", "stray")}
+    never = listed[("rmB", "node4")]
+    assert never.state is NodeState.UNKNOWN and never.last_heartbeat is None
+    assert never.procs == 2 and never.source == "topology"  # from the topology file
+    assert listed[("rmA", "node1")].state is NodeState.IDLE
+
+
+def test_unreachable_redis_is_a_connectivity_error():
+    dead = NodeRegistry.from_url("redis://127.0.0.1:1/3", ttl=1)
+    with pytest.raises(ConnectivityError, match="cannot reach Redis at 127.0.0.1:1"):
+        dead.list_nodes()
+
+
+def test_wrong_password_is_a_connectivity_error(redis_server):
+    bad = NodeRegistry.from_url(redis_server.url(3).replace("@", "nope@", 1), ttl=1)
+    with pytest.raises(ConnectivityError, match="refused the credentials"):
+        bad.status("rmA", "node1")
+
+
+def test_wait_alive_names_missing_nodes(registry):
+    registry.register("rmA", "node1", RES, {}, "configured", now=time.time())
+    with pytest.raises(ConnectivityError, match="rmA/node2"):
+        registry.wait_alive([("rmA", "node1"), ("rmA", "node2")], timeout=0.2)

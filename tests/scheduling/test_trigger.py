@@ -1,0 +1,148 @@
+"""The iteration lock: one run per RM at a time; triggers during a run fold into one more."""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+
+import pytest
+import redis
+
+from grid_tasks.scheduling import dirty_key, lock_key, queued_key, trigger_iteration
+
+# RM names of this module alone: an iteration of a real RM left running by an earlier
+# test's worker (same Redis) must not hold these tests' locks.
+RM_A, RM_B = f"rmA-{uuid.uuid4().hex[:8]}", f"rmB-{uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture
+def app_and_runs(celery_app_factory, settings, monkeypatch):
+    import grid_tasks.scheduling.tasks as tasks
+
+    app = celery_app_factory()
+    state = {"active": 0, "max_active": 0, "runs": 0}
+    lock = threading.Lock()
+
+    def one(_app, rm, _client):  # the iteration body: record overlap, take some time
+        with lock:
+            state["active"] += 1
+            state["runs"] += 1
+            state["max_active"] = max(state["max_active"], state["active"])
+        time.sleep(0.05)
+        with lock:
+            state["active"] -= 1
+        return False, state.pop("conflicts", 0) > 0
+
+    monkeypatch.setattr(tasks, "_one", one)
+    return app, state, redis.Redis.from_url(settings.redis_url)
+
+
+def test_concurrent_calls_never_overlap_and_fold(app_and_runs):
+    from grid_tasks.scheduling.tasks import iterate
+
+    import grid_tasks.scheduling.tasks as tasks
+
+    app, state, client = app_and_runs
+    inner, entered = tasks._one, threading.Semaphore(0)
+
+    def first_run_outlasts_the_callers(a, rm, c):
+        if state["runs"] == 0:  # a loaded machine may start threads far apart: wait them
+            for _ in range(12):
+                entered.acquire(timeout=10)
+            time.sleep(0.3)  # their lock attempts follow their entry at once
+        return inner(a, rm, c)
+
+    task = app.tasks[iterate.name]  # bound to this app: new threads see Celery's default
+
+    def call() -> None:
+        entered.release()
+        task.run(rm=RM_A)
+
+    tasks._one = first_run_outlasts_the_callers
+    threads = [threading.Thread(target=call) for _ in range(12)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert state["max_active"] == 1
+    assert 1 <= state["runs"] < 12  # folded
+    assert client.get(lock_key(RM_A)) is None  # released
+
+
+def test_trigger_during_a_run_gives_exactly_one_more(app_and_runs):
+    import grid_tasks.scheduling.tasks as tasks
+
+    app, state, client = app_and_runs
+    inner = tasks._one
+
+    def one_with_triggers(a, rm, c):
+        if state["runs"] == 0:
+            for _ in range(5):  # five events arrive while the first run works
+                c.set(dirty_key(rm), 1)
+        return inner(a, rm, c)
+
+    tasks._one = one_with_triggers
+    assert tasks.iterate.run(rm=RM_B) == 2
+    assert state["runs"] == 2
+
+
+def test_a_lost_race_runs_again_at_once_but_bounded(app_and_runs):
+    import grid_tasks.scheduling.tasks as tasks
+
+    _, state, _ = app_and_runs
+    inner = tasks._one
+
+    def always_conflicting(a, rm, c):
+        state["conflicts"] = 1
+        return inner(a, rm, c)
+
+    tasks._one = always_conflicting
+    assert tasks.iterate.run(rm=RM_A) == tasks.CONFLICT_RERUNS + 1
+    assert state["runs"] == tasks.CONFLICT_RERUNS + 1
+
+
+def test_trigger_enqueues_once_until_picked_up(app_and_runs, settings):
+    app, _, client = app_and_runs
+    assert trigger_iteration(app, RM_A, client=client) is True
+    assert trigger_iteration(app, RM_A, client=client) is False  # already queued
+    assert client.get(dirty_key(RM_A)) == b"1" and client.exists(queued_key(RM_A))
+    broker = redis.Redis.from_url(settings.broker_url)
+    assert broker.llen("scheduler") == 1
+
+
+def test_trigger_while_an_iteration_runs_sends_no_task(app_and_runs, settings):
+    import grid_tasks.scheduling.tasks as tasks
+
+    app, state, client = app_and_runs
+    broker = redis.Redis.from_url(settings.broker_url)
+    inner, sent = tasks._one, []
+
+    def one_with_events(a, rm, c):
+        if state["runs"] == 0:  # submissions and job ends arrive while the run works
+            sent.extend(trigger_iteration(app, rm, client=c) for _ in range(5))
+            assert broker.llen("scheduler") == 0 and c.get(dirty_key(rm)) == b"1"
+        return inner(a, rm, c)
+
+    tasks._one = one_with_events
+    assert tasks.iterate.run(rm=RM_A) == 2  # the holder ran once more for them
+    assert sent == [False] * 5
+    assert broker.llen("scheduler") == 0 and client.get(lock_key(RM_A)) is None
+
+
+def test_a_stream_of_triggers_is_handed_to_a_fresh_task(app_and_runs, settings):
+    """One task never iterates forever: past its bound the pending trigger is re-queued."""
+    import grid_tasks.scheduling.tasks as tasks
+
+    _, state, client = app_and_runs
+    inner = tasks._one
+
+    def always_triggered(a, rm, c):
+        c.set(dirty_key(rm), 1)  # an event arrives during every run
+        return inner(a, rm, c)
+
+    tasks._one = always_triggered
+    assert tasks.iterate.run(rm="rmS") == tasks.MAX_RUNS_PER_TASK
+    assert client.get(lock_key("rmS")) is None  # released
+    broker = redis.Redis.from_url(settings.broker_url)
+    assert broker.llen("scheduler") == 1  # the rest goes to a fresh task
