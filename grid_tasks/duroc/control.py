@@ -1,0 +1,420 @@
+"""The DUROC control side: a multi-request becomes a Celery chord of subjob watchers.
+
+``job_request`` stores one ``CoallocatedJob`` row with a ``Subjob`` row per component,
+creates the job's coordination store and sends a flat chord: one ``grid_tasks.duroc.
+tasks.watch_subjob`` header task per barrier subjob, routed to its RM's gatekeeper
+queue, submits the subjob through GRAM (idempotently) and completes when all its
+processes are in the barrier.  The barrier is auto-release: the store opens it in the
+very entry (or deletion) that completes it; the watchers and the chord body
+(``...tasks.release``) record the release in SQL.  A strict subjob that fails first
+aborts the barrier (nobody passes it) and the chord's error path
+(``...tasks.coalloc_failed``) cancels every subjob, FAILs the job and revokes its
+store access.  After the release a subjob's end settles the job's fate by its start
+type (:func:`grid_tasks.duroc.records.final_state`).
+
+Header tasks never hold a worker slot for long: each run waits at most ``slice_s``
+for entries, then re-queues itself with ``retry`` (same task id, counted once by the
+chord); acks-late makes a gatekeeper killed mid-header get the very message back
+(every delivery is counted: :meth:`Coallocator.header_deliveries`).
+"""
+
+from __future__ import annotations
+
+import getpass
+import logging
+import time
+from typing import Any
+
+from grid_tasks.db import ConcurrentUpdateError, session_scope
+from grid_tasks.db.models import CoallocatedJob
+from grid_tasks.db.models.jobs import BarrierState as SqlBarrier
+from grid_tasks.duroc.control_rows import (
+    DEFAULT_BARRIER_TIMEOUT_S, check_rms as _check_rms, coalloc_row as _coalloc,
+    detach as _detach, header_deliveries, labels as _labels, new_subjob_row as _subjob_row,
+    note_delivery, retrying as _retrying, subjob_at as _subjob,
+)
+from grid_tasks.duroc.control_structure import StructureChanges
+from grid_tasks.duroc.errors import (
+    BarrierDeadlineError, CoallocFinishedError, CoallocRequestError, SubjobFailedError,
+)
+from grid_tasks.duroc.records import (
+    CoallocStatus, coalloc_status, final_state, mark, parse_job_ref, store_id,
+)
+from grid_tasks.duroc.store_errors import (
+    BarrierAbortedError, BarrierNotReadyError, BarrierTimeoutError, JobNotFoundError,
+    StructureFrozenError, SubjobNotFoundError,
+)
+from grid_tasks.duroc.store_models import BarrierState, SubjobSpec
+from grid_tasks.duroc.waiting import announce
+from grid_tasks.errors import NotFoundError
+from grid_tasks.states import JobState, SubjobStartType
+
+URL_KEY = "grid_tasks:duroc:url:{}"
+log = logging.getLogger(__name__)
+
+
+class Coallocator(StructureChanges):
+    """DUROC control operations over one :class:`~grid_tasks.client.Grid`."""
+
+    def __init__(self, grid: Any) -> None:
+        self.grid = grid
+        self._store: Any = None
+
+    @property
+    def store(self) -> Any:
+        if self._store is None:
+            from grid_tasks.duroc.store import CoordinationStore
+
+            self._store = CoordinationStore.from_settings(self.grid.settings)
+        return self._store
+
+    # -- request ------------------------------------------------------------------------
+    def job_request(self, rsl: str, *, user: str | None = None,
+                    barrier_timeout: float = DEFAULT_BARRIER_TIMEOUT_S,
+                    variables: dict[str, str] | None = None, source: str = "<rsl>") -> int:
+        """Store and start a coallocated job; its id (see :meth:`Grid.job_request`)."""
+        from grid_tasks.rsl import lower
+
+        if not barrier_timeout or barrier_timeout <= 0:
+            raise CoallocRequestError(f"barrier_timeout must be positive, not {barrier_timeout!r}")
+        subs = lower(rsl, variables, source=source)
+        labels = _labels(subs, set())
+        deadline = time.time() + float(barrier_timeout)
+        with session_scope(self.grid.sessions) as session:
+            _check_rms(session, subs)
+            row = CoallocatedJob(rsl=rsl, owner=user or getpass.getuser(),
+                                 state=JobState.PENDING, barrier_timeout=float(barrier_timeout))
+            session.add(row)
+            session.flush()
+            row.contact = f"duroc://coalloc/{row.id}"
+            for address, (sub, label) in enumerate(zip(subs, labels)):
+                session.add(_subjob_row(row.id, address, label, sub))
+            job_id = row.id
+        sid = store_id(job_id)
+        self.store.create_job(sid, [SubjobSpec(label, sub.count, sub.start_type, sub.comms_type)
+                                    for sub, label in zip(subs, labels)],
+                              ttl_s=float(barrier_timeout) + 24 * 3600, auto_release=True)
+        url = self.store.grant_access(sid)
+        self.store.client.set(URL_KEY.format(job_id), url, ex=int(barrier_timeout) + 24 * 3600)
+        self._start(job_id, [(a, sub) for a, sub in enumerate(subs)], deadline)
+        return job_id
+
+    def _start(self, job_id: int, subs: list[tuple[int, Any]], deadline: float) -> None:
+        """Submit no-barrier subjobs now; send the chord of watchers for the rest."""
+        from celery import chord
+
+        from grid_tasks.duroc import tasks
+
+        watched = [(a, s) for a, s in subs if s.start_type is not SubjobStartType.NO_BARRIER]
+        for address, sub in subs:
+            if sub.start_type is SubjobStartType.NO_BARRIER:
+                self.submit_subjob(job_id, address)
+        if not watched:
+            self.release_step(job_id)
+            return
+        header = [tasks.watch_signature(self.grid.app, job_id, a, s.rm_contact, deadline)
+                  for a, s in watched]
+        body = tasks.release_signature(self.grid.app, job_id)
+        body.link_error(tasks.failed_signature(self.grid.app, job_id))
+        result = chord(header, app=self.grid.app)(body)
+        # Nobody waits on the chord's result here: detach it from the backend now, or its
+        # __del__ talks to Redis whenever it is collected (possibly after shutdown).
+        _detach(result)
+
+    # -- subjob submission and watching (run by the header tasks) -------------------------
+    def submit_subjob(self, job_id: int, address: int) -> int:
+        """Submit subjob ``address`` through GRAM once (idempotent); its GRAM job id."""
+        from grid_tasks.runtime import runtime_environment
+
+        with session_scope(self.grid.sessions) as session:
+            sub = _subjob(session, job_id, address)
+            if sub.gram_job_id is not None:
+                return int(sub.gram_job_id)
+            rsl, rm, label = sub.rsl, sub.rm, sub.label or str(address)
+            owner = sub.coallocation.owner
+            left = (sub.coallocation.barrier_timeout or DEFAULT_BARRIER_TIMEOUT_S)
+        url = self.store.client.get(URL_KEY.format(job_id))
+        if url is None:
+            raise CoallocFinishedError(f"coallocated job {job_id} has no runtime access any more")
+        env = runtime_environment(url.decode(), store_id(job_id), address, label,
+                                  barrier_timeout=left)
+        handle = self.grid.submit(rsl, rm, user=owner, extra_env=env,
+                                  idempotency_key=f"duroc-{job_id}-{address}")
+        try:
+            _retrying(lambda: self._link(job_id, address, label, handle.id))
+        except CoallocFinishedError:  # the subjob was deleted while it was being submitted
+            self._cancel_gram(handle.id)
+            raise
+        self._cancel_if_gone(job_id, address, handle.id)
+        return handle.id
+
+    def _link(self, job_id: int, address: int, label: str, gram_id: int) -> None:
+        """Link subjob and GRAM job both ways.
+
+        The GRAM row is written with a targeted UPDATE that leaves its optimistic-lock
+        ``version`` alone: the RM's iteration (triggered by this very submission) may
+        hold the row loaded at that moment, and an ORM flush here would bump the
+        version under it and make the iteration lose its start decision.
+        """
+        from sqlalchemy import update
+
+        from grid_tasks.db.models import Job
+
+        with session_scope(self.grid.sessions) as session:
+            sub = _subjob(session, job_id, address)
+            sub.gram_job_id, sub.state = gram_id, JobState.PENDING
+            session.execute(update(Job).where(Job.id == gram_id, Job.coallocation_id.is_(None))
+                            .values(coallocation_id=job_id, coallocation_label=label)
+                            .execution_options(synchronize_session=False))
+
+    def _cancel_if_gone(self, job_id: int, address: int, gram_id: int) -> None:
+        """A subjob submitted while the job was cancelled or the subjob deleted: cancel it."""
+        try:
+            snap = self.store.snapshot(store_id(job_id))
+            gone = snap.state is BarrierState.ABORTED or all(
+                s.address != address for s in snap.subjobs)
+        except JobNotFoundError:
+            gone = True
+        if gone:
+            self._cancel_gram(gram_id)
+
+    def note_delivery(self, job_id: int, address: int, task_id: str | None,
+                      redelivered: bool) -> None:
+        """Count one delivery of the header task watching ``address`` (see
+        :func:`~grid_tasks.duroc.control_rows.note_delivery`)."""
+        note_delivery(self.store.client, job_id, address, task_id, redelivered)
+
+    def header_deliveries(self, job: int | str) -> dict[int, dict[str, Any]]:
+        """Per subjob address: ``runs`` and ``redelivered`` counts and the ``task`` id of
+        its header task; empty for a job never watched."""
+        return header_deliveries(self.store.client, parse_job_ref(job))
+
+    def watch_step(self, job_id: int, address: int, deadline: float,
+                   slice_s: float = 1.0) -> dict[str, Any] | None:
+        """One bounded step of a header task: a result, None (call again), or an error."""
+        sid = store_id(job_id)
+        info = self._barrier_info(job_id, address)
+        if info is None:
+            return {"address": address, "deleted": True}
+        if info.complete:
+            return {"address": address, "label": info.label, "entered": info.entered}
+        try:
+            gram_id = self.submit_subjob(job_id, address)
+        except CoallocFinishedError:
+            if self._barrier_info(job_id, address) is None:  # deleted since the look above
+                return {"address": address, "deleted": True}
+            raise
+        status = self.grid.status(gram_id)
+        if status.state.terminal:
+            why = status.reason if status.state is JobState.FAILED else None
+            return self._subjob_died(job_id, info, why or (
+                f"its processes ended ({status.state.value}, exit code {status.exit_code})"))
+        if time.time() >= deadline:
+            reason = f"barrier timeout: subjob {info.label!r} not started in time"
+            self.store.abort(sid, reason)
+            raise BarrierDeadlineError(f"coallocated job {job_id}: {reason}")
+        try:
+            self.store.await_entries(sid, [address],
+                                     timeout=max(0.05, min(slice_s, deadline - time.time())))
+        except BarrierTimeoutError:
+            return None
+        except SubjobNotFoundError:
+            return {"address": address, "deleted": True}
+        except BarrierAbortedError as exc:
+            raise CoallocFinishedError(f"coallocated job {job_id} aborted: {exc.reason}") \
+                from None
+        # The last entry released the barrier in the store: record it in SQL now rather
+        # than after the chord's join and body (a no-op while other subjobs are not in).
+        try:
+            self.release_step(job_id)
+        except Exception:  # noqa: BLE001 - best effort: the chord body records it too,
+            log.warning("coallocated job %s: release not recorded by the watcher of %s",
+                        job_id, address, exc_info=True)  # and no header must fail for it
+        return {"address": address, "label": info.label, "entered": info.size}
+
+    def _barrier_info(self, job_id: int, address: int) -> Any:
+        try:
+            snap = self.store.snapshot(store_id(job_id))
+        except JobNotFoundError:
+            raise CoallocFinishedError(f"coallocated job {job_id} is gone") from None
+        if snap.state is BarrierState.ABORTED:
+            raise CoallocFinishedError(f"coallocated job {job_id} aborted: {snap.reason}")
+        info = next((s for s in snap.subjobs if s.address == address), None)
+        if info is not None and snap.state is BarrierState.RELEASED:
+            return type(info)(**{**info.__dict__, "entered": info.size})
+        return info
+
+    def _subjob_died(self, job_id: int, info: Any, reason: str) -> dict[str, Any]:
+        """A subjob ended before the barrier: strict aborts the job, loose leaves it."""
+        why = f"subjob {info.label!r} failed before the barrier: {reason}"
+        if info.start_type is SubjobStartType.STRICT_BARRIER:
+            self.store.abort(store_id(job_id), why)
+            raise SubjobFailedError(f"coallocated job {job_id}: {why}", label=info.label,
+                                    reason=reason)
+        try:  # a loose subjob leaves the barrier so the others can still be released
+            self.store.delete_subjob(store_id(job_id), info.label)
+        except (StructureFrozenError, SubjobNotFoundError):
+            pass
+        return {"address": info.address, "label": info.label, "failed": reason}
+
+    # -- release, failure, cancel ------------------------------------------------------
+    def release_step(self, job_id: int) -> bool | None:
+        """Release if every barrier subjob is in: True, None (not yet), False (aborted)."""
+        try:
+            self.store.release(store_id(job_id), require_complete=True)
+        except BarrierNotReadyError:
+            return None
+        except (BarrierAbortedError, JobNotFoundError):
+            return False
+
+        def record() -> tuple[bool, bool]:
+            with session_scope(self.grid.sessions) as session:
+                row = session.get(CoallocatedJob, job_id)
+                if row is None or row.barrier_state is not SqlBarrier.WAITING:
+                    return False, False
+                mark(row, JobState.ACTIVE, SqlBarrier.RELEASED, None)
+                return True, any(s.gram_job is not None and JobState(s.gram_job.state).terminal
+                                 for s in row.subjobs)
+        changed, ended = _retrying(record)
+        if changed:
+            announce(self.store.client, job_id, JobState.ACTIVE.value)
+        if ended:
+            # The store released the barrier (auto-release) before this SQL record: a
+            # subjob that ended in between had its settle find the job still waiting.
+            # Settled by its own task: a failure there must not reach the chord's errback.
+            from grid_tasks.duroc import tasks
+
+            tasks.settle_signature(self.grid.app, job_id).apply_async()
+        return True
+
+    def terminate(self, job_id: int, reason: str, barrier: SqlBarrier) -> bool:
+        """Abort the barrier, cancel every GRAM subjob, FAIL the job, revoke its access."""
+        sid = store_id(job_id)
+        try:
+            self.store.abort(sid, reason)
+        except JobNotFoundError:
+            pass
+        changed: list[bool] = []
+
+        def record() -> list[int]:
+            with session_scope(self.grid.sessions) as session:
+                row = _coalloc(session, job_id)
+                was_released = row.barrier_state is SqlBarrier.RELEASED
+                changed[:] = [mark(row, JobState.FAILED, None if was_released else barrier,
+                                   reason)]
+                return [s.gram_job_id for s in row.subjobs if s.gram_job_id is not None]
+        for gram_id in _retrying(record):
+            self._cancel_gram(gram_id)
+        if changed and changed[0]:
+            announce(self.store.client, job_id, JobState.FAILED.value)
+        try:
+            self.store.revoke_access(sid)
+        except Exception:  # noqa: BLE001 - best effort: the key TTL bounds the ACL anyway
+            pass
+        return bool(changed and changed[0])
+
+    def _cancel_gram(self, gram_id: int) -> None:
+        from grid_tasks.gram.errors import JobFinishedError
+
+        for attempt in range(8):
+            try:
+                self.grid.cancel(gram_id)
+                return
+            except (JobFinishedError, NotFoundError):
+                return
+            except ConcurrentUpdateError:
+                time.sleep(0.02 * (attempt + 1))
+
+    def failure_reason(self, job_id: int) -> str:
+        """Why the barrier was aborted (as a header task recorded it), for the error path."""
+        try:
+            snap = self.store.snapshot(store_id(job_id))
+        except JobNotFoundError:
+            return "coordination state lost"
+        return snap.reason or "a subjob watcher failed"
+
+    def job_cancel(self, job: int | str) -> CoallocStatus:
+        """Cancel the whole job at any stage; CoallocFinishedError once it has ended."""
+        job_id = self._existing(job)
+        if not self.terminate(job_id, "cancelled by user", SqlBarrier.CANCELLED):
+            raise CoallocFinishedError(f"coallocated job {job_id} has ended already")
+        return self.subjob_states(job_id)
+
+    def barrier_release(self, job: int | str, wait_for_subjobs: bool = True,
+                        timeout: float | None = None) -> CoallocStatus:
+        """Release the barrier: waiting (up to ``timeout``) for every barrier subjob to be
+        in, or at once (BarrierNotReadyError when some are not)."""
+        job_id = self._existing(job)
+        sid = store_id(job_id)
+        if wait_for_subjobs:
+            self.store.await_entries(sid, None, timeout)
+        else:
+            self.store.release(sid, require_complete=True)
+        if self.release_step(job_id) is False:
+            raise CoallocFinishedError(f"coallocated job {job_id} was aborted: "
+                                       f"{self.failure_reason(job_id)}")
+        return self.subjob_states(job_id)
+
+    # -- observation ------------------------------------------------------------------------
+    def subjob_states(self, job: int | str) -> CoallocStatus:
+        """The job's snapshot; settles its fate once released subjobs have ended."""
+        job_id = self._existing(job)
+        try:
+            snap = self.store.snapshot(store_id(job_id))
+            infos, released = {s.address: s for s in snap.subjobs}, snap.state
+        except JobNotFoundError:
+            infos, released = {}, None
+        with session_scope(self.grid.sessions) as session:
+            row = _coalloc(session, job_id)
+            status = coalloc_status(row, infos)
+            lagging = (released is BarrierState.RELEASED and not status.terminal
+                       and row.barrier_state is SqlBarrier.WAITING)
+            fate = None
+            if not status.terminal and row.barrier_state is SqlBarrier.RELEASED:
+                fate = final_state(row)
+            overdue = (row.barrier_state is SqlBarrier.WAITING and row.barrier_timeout
+                       and time.time() > row.created_at.timestamp() + row.barrier_timeout + 5)
+        if lagging:  # the store released (auto-release) before anyone recorded it in SQL
+            self.release_step(job_id)
+        elif fate is not None and fate[0] is JobState.FAILED:
+            self.terminate(job_id, fate[1] or "a strict subjob failed", SqlBarrier.FAILED)
+        elif fate is not None:
+            _retrying(lambda: self._mark_done(job_id, fate[1]))
+        elif overdue and not status.terminal:  # no watcher acted (e.g. no gatekeeper alive)
+            self.terminate(job_id, "barrier timeout", SqlBarrier.TIMED_OUT)
+        else:
+            return status
+        return self.subjob_states(job_id)
+
+    def _mark_done(self, job_id: int, reason: str | None) -> None:
+        with session_scope(self.grid.sessions) as session:
+            changed = mark(_coalloc(session, job_id), JobState.DONE, None, reason)
+        if changed:
+            announce(self.store.client, job_id, JobState.DONE.value)
+        try:
+            self.store.purge(store_id(job_id))
+        except JobNotFoundError:
+            pass
+
+    def wait(self, job: int | str, timeout: float | None = None,
+             poll_s: float = 1.0) -> CoallocStatus:
+        """Block until the job is DONE or FAILED (WaitTimeoutError after ``timeout``).
+
+        Woken by events (the job's own and its GRAM subjobs'), see
+        :mod:`grid_tasks.duroc.waiting`; ``poll_s`` bounds the time between two looks
+        when no event comes at all.
+        """
+        from grid_tasks.duroc.waiting import wait_for_end
+
+        return wait_for_end(self, self._existing(job), timeout, safety_s=poll_s)
+
+    def _existing(self, job: int | str, changing: bool = False) -> int:
+        """The job's id (NotFoundError if unknown); with ``changing``, refuse an ended job."""
+        job_id = parse_job_ref(job)
+        with session_scope(self.grid.sessions) as session:
+            row = _coalloc(session, job_id)
+            if changing and JobState(row.state).terminal:
+                raise CoallocFinishedError(
+                    f"coallocated job {job_id} is {JobState(row.state).value}: its subjobs "
+                    "cannot change any more")
+        return job_id

@@ -1,0 +1,116 @@
+"""Helpers of the DUROC control side: SQL rows, optimistic-lock retries, canvas result
+detaching and the header-delivery log (kept beside the coordination store, not in it,
+so it outlives the store's purge at the job's end)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from grid_tasks.db import ConcurrentUpdateError, repository
+from grid_tasks.db.models import CoallocatedJob, Subjob
+from grid_tasks.duroc.errors import CoallocFinishedError, CoallocRequestError
+from grid_tasks.errors import NotFoundError
+from grid_tasks.states import JobState
+
+#: Seconds a coallocated job may wait for its barrier before it fails (DUROC has none).
+DEFAULT_BARRIER_TIMEOUT_S = 300.0
+
+#: Per coallocated job: how often each header task was delivered (``<address>:runs``),
+#: how often as a redelivery of an unacknowledged message (``<address>:redelivered``:
+#: its worker died mid-task) and its task id (``<address>:task``).
+DELIVERIES_KEY = "grid_tasks:duroc:deliveries:{}"
+DELIVERIES_TTL_S = 24 * 3600
+
+
+def note_delivery(client: Any, job_id: int, address: int, task_id: str | None,
+                  redelivered: bool) -> None:
+    """Count one delivery of the header task watching ``address`` (one round trip)."""
+    key = DELIVERIES_KEY.format(job_id)
+    pipe = client.pipeline(transaction=False)
+    pipe.hincrby(key, f"{address}:runs", 1)
+    if redelivered:
+        pipe.hincrby(key, f"{address}:redelivered", 1)
+    if task_id:
+        pipe.hset(key, f"{address}:task", task_id)
+    pipe.expire(key, DELIVERIES_TTL_S)
+    pipe.execute()
+
+
+def header_deliveries(client: Any, job_id: int) -> dict[int, dict[str, Any]]:
+    """Per subjob address: ``runs``, ``redelivered`` and ``task`` (see :data:`DELIVERIES_KEY`)."""
+    out: dict[int, dict[str, Any]] = {}
+    for field_, value in client.hgetall(DELIVERIES_KEY.format(job_id)).items():
+        address, name = field_.decode().split(":", 1)
+        entry = out.setdefault(int(address), {"runs": 0, "redelivered": 0, "task": None})
+        entry[name] = value.decode() if name == "task" else int(value)
+    return out
+
+
+def retrying(action: Any, attempts: int = 8) -> Any:
+    """``action()``, again after a short pause when it lost an optimistic-lock race."""
+    for attempt in range(attempts):
+        try:
+            return action()
+        except ConcurrentUpdateError:
+            if attempt == attempts - 1:
+                raise
+            time.sleep(0.02 * (attempt + 1))
+    return None
+
+
+def detach(result: Any) -> None:
+    """Forget a sent canvas's result objects: nobody waits on them here, and their
+    ``__del__`` would otherwise talk to Redis whenever collected (even after shutdown)."""
+    parent = getattr(result, "parent", None)
+    for res in [result, *(getattr(parent, "results", None) or [])]:
+        if res.backend is not None:
+            res.backend.remove_pending_result(res)
+            res.backend = None
+
+
+def coalloc_row(session: Any, job_id: int) -> CoallocatedJob:
+    row = session.get(CoallocatedJob, job_id)
+    if row is None:
+        raise NotFoundError(f"no coallocated job {job_id}")
+    return row
+
+
+def subjob_at(session: Any, job_id: int, address: int) -> Subjob:
+    from sqlalchemy import select
+
+    row = session.execute(select(Subjob).where(Subjob.coallocation_id == job_id,
+                                               Subjob.position == address)).scalar_one_or_none()
+    if row is None:
+        raise CoallocFinishedError(f"coallocated job {job_id} has no subjob {address} any more")
+    return row
+
+
+def new_subjob_row(job_id: int, address: int, label: str, sub: Any) -> Subjob:
+    return Subjob(coallocation_id=job_id, position=address, label=label,
+                  rm=sub.rm_contact, rsl=sub.gram_rsl(), start_type=sub.start_type,
+                  comms_type=sub.comms_type, state=JobState.UNSUBMITTED)
+
+
+def labels(subs: list[Any], taken: set[str]) -> list[str]:
+    """Each component's label (``subjobN`` when none), refusing duplicates."""
+    labels: list[str] = []
+    for sub in subs:
+        label = sub.label or f"subjob{len(taken) + len(labels)}"
+        if label in taken or label in labels:
+            raise CoallocRequestError(f"duplicate subjob label {label!r} in the multi-request")
+        labels.append(label)
+    return labels
+
+
+def check_rms(session: Any, subs: list[Any]) -> None:
+    """Every component names a known RM that can hold it (before anything is stored)."""
+    from grid_tasks.gram.submission import check_fits
+
+    for sub in subs:
+        if not sub.rm_contact:
+            raise CoallocRequestError(
+                f"subjob {sub.label or sub.index}: every component of a coallocated job needs "
+                "a resourceManagerContact")
+        repository.get_rm(session, sub.rm_contact)
+        check_fits(session, sub.rm_contact, sub)

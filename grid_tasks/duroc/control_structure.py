@@ -1,0 +1,67 @@
+"""Structure changes of a coallocated job until its barrier is released: DUROC's
+``subjob_add`` and ``subjob_delete`` (a mixin of :class:`~grid_tasks.duroc.control.Coallocator`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from grid_tasks.db import session_scope
+from grid_tasks.duroc.control_rows import (
+    DEFAULT_BARRIER_TIMEOUT_S, check_rms, coalloc_row, detach, labels as labels_for,
+    new_subjob_row,
+)
+from grid_tasks.duroc.records import CoallocStatus, store_id
+from grid_tasks.duroc.store_models import SubjobSpec
+from grid_tasks.states import SubjobStartType
+
+
+class StructureChanges:
+    """``subjob_add``/``subjob_delete``; the Coallocator provides grid, store and the rest."""
+
+    grid: Any
+    store: Any
+
+    def subjob_add(self, job: int | str, rsl: str, *, variables: dict[str, str] | None = None,
+                   source: str = "<rsl>") -> list[str]:
+        """Add the request's component(s) to the job before release; their labels.
+
+        They join the same barrier.  StructureFrozenError after release or abort.
+        """
+        from grid_tasks.duroc import tasks
+        from grid_tasks.rsl import lower
+
+        job_id = self._existing(job, changing=True)
+        subs = lower(rsl, variables, source=source)
+        with session_scope(self.grid.sessions) as session:
+            row = coalloc_row(session, job_id)
+            check_rms(session, subs)
+            labels = labels_for(subs, {s.label for s in row.subjobs if s.label})
+            deadline = row.created_at.timestamp() + (row.barrier_timeout or
+                                                     DEFAULT_BARRIER_TIMEOUT_S)
+        for sub, label in zip(subs, labels):
+            info = self.store.add_subjob(store_id(job_id), SubjobSpec(
+                label, sub.count, sub.start_type, sub.comms_type))
+            with session_scope(self.grid.sessions) as session:
+                session.add(new_subjob_row(job_id, info.address, label, sub))
+            if sub.start_type is SubjobStartType.NO_BARRIER:
+                self.submit_subjob(job_id, info.address)
+            else:  # its own watcher: its failure takes the same error path as the chord's
+                sig = tasks.watch_signature(self.grid.app, job_id, info.address,
+                                            sub.rm_contact, deadline)
+                detach(sig.apply_async(
+                    link_error=tasks.failed_signature(self.grid.app, job_id)))
+        return labels
+
+    def subjob_delete(self, job: int | str, label: str) -> CoallocStatus:
+        """Delete a subjob before release (its GRAM job is cancelled); the new snapshot."""
+        job_id = self._existing(job, changing=True)
+        self.store.delete_subjob(store_id(job_id), label)
+        with session_scope(self.grid.sessions) as session:
+            row = next((s for s in coalloc_row(session, job_id).subjobs if s.label == label), None)
+            gram_id = None if row is None else row.gram_job_id
+            if row is not None:
+                session.delete(row)
+        if gram_id is not None:
+            self._cancel_gram(gram_id)
+        return self.subjob_states(job_id)
+

@@ -1,0 +1,389 @@
+"""The coordination store of coallocated jobs: structure, start barrier, messages, access.
+
+The one place that knows the Redis layout of a DUROC job (see
+:mod:`grid_tasks.duroc.store_keys`).  The control side creates a job, adds and
+deletes subjobs, awaits barrier entries, releases or aborts, grants a per-job
+runtime URL and purges everything at the end; the job's processes (through
+:mod:`grid_tasks.runtime`) enter the barrier, join the inter-subjob group and
+exchange tagged messages.  Atomic changes are Lua scripts run by EVALSHA; waits
+block on the job's event stream (``XREAD BLOCK``) or a message list (``BLPOP``),
+never by polling the state.
+
+The control side's life of a job, in store calls::
+
+    store = CoordinationStore.from_settings(settings)   # TLS options of settings
+    store.create_job(job, [SubjobSpec("left", 2), SubjobSpec("right", 3)])
+    url = store.grant_access(job)                  # confined to this job's keys
+    env = runtime_environment(url, job, address, label)   # -> the launcher's extra_env
+    store.await_entries(job, [address], timeout)   # one chord header task per subjob
+    store.release(job)                             # the chord body
+    store.abort(job, "subjob 'right' failed: ...") # the chord's error path / cancel
+    store.purge(job)                               # at the end: keys and ACL user gone
+
+Blocking waits are cut into slices of at most ``slice_s`` seconds so that a job
+purged or expired under a waiter is noticed (``JobNotFoundError``) instead of
+blocking forever; events are never missed between slices because every wait
+resumes from the last stream id it saw.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
+from typing import Any, TypeVar
+from urllib.parse import quote, urlsplit, urlunsplit
+
+import redis
+
+from grid_tasks.duroc import store_scripts as scripts
+from grid_tasks.duroc.store_errors import (
+    BarrierAbortedError, BarrierTimeoutError, JobNotFoundError, RuntimeMisuseError,
+    StoreUnavailableError, SubjobNotFoundError, translated,
+)
+from grid_tasks.duroc.store_keys import PREFIX, JobKeys
+from grid_tasks.duroc.store_messages import MessagingMixin
+from grid_tasks.duroc.store_models import (
+    BarrierState, JobSnapshot, JobStructure, SubjobInfo, SubjobSpec,
+)
+
+T = TypeVar("T")
+DEFAULT_TTL_S = 24 * 3600.0
+SLICE_S = 2.0
+
+_SCRIPT_NAMES = ("CREATE", "ADD", "DELETE", "ENTER", "SNAPSHOT", "RELEASE", "ABORT", "JOIN",
+                 "SEND", "PURGE")
+
+
+RECHECK = object()  # an event that calls for re-reading the state
+
+
+def _completed(snap: JobSnapshot, chosen: set[int] | None) -> JobSnapshot:
+    """``snap`` with the awaited subjobs shown complete (their "complete" events came)."""
+    subjobs = tuple(replace(s, entered=s.size)
+                    if (s.address in chosen if chosen is not None else s.in_barrier) else s
+                    for s in snap.subjobs)
+    return replace(snap, subjobs=subjobs)
+
+
+def _decode(raw: Any) -> Any:
+    return json.loads(raw.decode() if isinstance(raw, bytes) else raw)
+
+
+class CoordinationStore(MessagingMixin):
+    """Coordination state of coallocated jobs in one Redis database.
+
+    Thread-safe: redis-py gives each concurrent command its own pooled connection.
+    """
+
+    def __init__(self, client: redis.Redis, *, prefix: str = PREFIX,
+                 slice_s: float = SLICE_S) -> None:
+        self.client = client
+        self.prefix = prefix
+        self.slice_s = slice_s
+        self._scripts = {name: client.register_script(getattr(scripts, name))
+                         for name in _SCRIPT_NAMES}
+
+    @classmethod
+    def from_url(cls, url: str, *, environ: Mapping[str, str] | None = None,
+                 settings: Any = None, **kwargs: Any) -> "CoordinationStore":
+        """A store on the Redis at ``url`` (admin URL, or a job's runtime URL).
+
+        A ``rediss://`` URL gets the TLS options of ``settings.redis_tls`` when
+        ``settings`` is given, else the ``GRID_TASKS_REDIS_TLS_*`` variables of
+        ``environ`` (default: this process's environment).
+        """
+        from grid_tasks.node.registry import connect_redis
+
+        try:
+            client = connect_redis(url, settings=settings, environ=environ,
+                                   socket_connect_timeout=5, health_check_interval=30)
+        except ValueError as exc:
+            raise StoreUnavailableError(f"bad coordination store URL: {exc}") from None
+        return cls(client, **kwargs)
+
+    @classmethod
+    def from_settings(cls, settings: Any, **kwargs: Any) -> "CoordinationStore":
+        """A store on ``settings.redis_url`` with the TLS options of ``settings``."""
+        return cls.from_url(settings.redis_url, settings=settings, **kwargs)
+
+    def close(self) -> None:
+        self.client.close()
+
+    def keys(self, job: str) -> JobKeys:
+        return JobKeys(job, self.prefix)
+
+    def _run(self, name: str, job: str, *args: Any, extra_keys: Sequence[str] = ()) -> Any:
+        keys = self.keys(job)
+        with translated(job):
+            return self._scripts[name](keys=[*keys.fixed, *extra_keys],
+                                       args=[keys.base, *args])
+
+    def load_scripts(self) -> None:
+        """Load every script into the server cache (runtime users may only EVALSHA).
+
+        One ``SCRIPT EXISTS`` round trip when they are cached already (the usual case:
+        this runs before every job creation), a ``SCRIPT LOAD`` only for missing ones.
+        """
+        scripts_ = list(self._scripts.values())
+        with translated(None):
+            present = self.client.script_exists(*[s.sha for s in scripts_])
+            for script, cached in zip(scripts_, present):
+                if not cached:
+                    self.client.script_load(script.script)
+
+    # -- structure (control side) ------------------------------------------------------
+
+    def create_job(self, job: str, subjobs: Sequence[SubjobSpec], *,
+                   ttl_s: float = DEFAULT_TTL_S, auto_release: bool = False) -> JobStructure:
+        """Create a job's barrier with its first subjobs (addresses 0, 1, ... in order).
+
+        Every key of the job expires ``ttl_s`` seconds from now unless purged earlier.
+        With ``auto_release`` the barrier releases itself, atomically, as soon as every
+        process of every barrier subjob has entered (by the entry, or the deletion of
+        a subjob, that completes it); otherwise only :meth:`release` opens it.
+        """
+        if ttl_s <= 0:
+            raise RuntimeMisuseError(f"ttl_s must be positive, not {ttl_s!r}", job=job)
+        expire_at_ms = int((time.time() + ttl_s) * 1000)
+        self.load_scripts()
+        payload = json.dumps([spec.to_json() for spec in subjobs])
+        return JobStructure.from_json(job, _decode(self._run(
+            "CREATE", job, expire_at_ms, payload, "1" if auto_release else "0")))
+
+    def add_subjob(self, job: str, spec: SubjobSpec) -> SubjobInfo:
+        """Add a subjob before release; it joins the same barrier under a new address."""
+        data = _decode(self._run("ADD", job, json.dumps(spec.to_json())))
+        return JobStructure.from_json(job, data["structure"]).subjob(int(data["address"]))
+
+    def delete_subjob(self, job: str, label: str) -> JobStructure:
+        """Delete a subjob (and its barrier entries) before release; the new structure."""
+        return JobStructure.from_json(job, _decode(self._run("DELETE", job, label)))
+
+    def snapshot(self, job: str) -> JobSnapshot:
+        """State, subjobs and barrier entry counts, read atomically."""
+        return JobSnapshot.from_json(job, _decode(self._run("SNAPSHOT", job)))
+
+    def structure(self, job: str) -> JobStructure:
+        """The current structure (the frozen one once released)."""
+        snap = self.snapshot(job)
+        return JobStructure(job, snap.version, tuple(
+            SubjobInfo(s.address, s.label, s.size, s.start_type, s.comms_type)
+            for s in snap.subjobs))
+
+    # -- barrier (control side) ---------------------------------------------------------
+
+    def await_entries(self, job: str, addresses: Sequence[int] | None = None,
+                      timeout: float | None = None) -> JobSnapshot:
+        """Block until every process of the chosen subjobs entered the barrier.
+
+        ``addresses`` defaults to every barrier subjob of the current structure
+        (re-evaluated when subjobs are added or deleted).  Returns the snapshot that
+        showed them complete, or the first one after a release.  Raises
+        :class:`BarrierAbortedError`, :class:`BarrierTimeoutError`,
+        :class:`SubjobNotFoundError` (an awaited subjob was deleted).
+        """
+        chosen = None if addresses is None else {int(a) for a in addresses}
+        latest: dict[str, Any] = {}
+
+        def check() -> tuple[JobSnapshot | None, str]:
+            snap = self.snapshot(job)
+            if snap.state is BarrierState.ABORTED:
+                raise BarrierAbortedError(f"aborted: {snap.reason}", job=job,
+                                          reason=snap.reason)
+            known = {s.address for s in snap.subjobs}
+            if chosen is not None and not chosen <= known:
+                raise SubjobNotFoundError(f"no subjob at address {min(chosen - known)}",
+                                          job=job)
+            latest["snap"], latest["pending"] = snap, {s.address for s in snap.pending(chosen)}
+            done = snap.state is BarrierState.RELEASED or not latest["pending"]
+            return (snap if done else None), snap.last_event
+
+        def on_event(fields: dict[bytes, bytes]) -> Any:
+            # a "complete" event settles one pending subjob without another round trip
+            if fields.get(b"type") != b"complete":
+                return RECHECK
+            latest["pending"].discard(int(fields[b"address"]))
+            return None if latest["pending"] else _completed(latest["snap"], chosen)
+
+        return self._wait(job, check, timeout, on_event,
+                          f"barrier entries not complete after {timeout} s")
+
+    def release(self, job: str, *, require_complete: bool = True) -> JobStructure:
+        """Release the barrier once, atomically freezing and publishing the structure.
+
+        With ``require_complete`` every barrier subjob must have fully entered
+        (:class:`BarrierNotReadyError` otherwise).  Releasing again returns the same
+        frozen structure; releasing an aborted job raises :class:`BarrierAbortedError`.
+        """
+        data = _decode(self._run("RELEASE", job, "1" if require_complete else "0"))
+        return JobStructure.from_json(job, data["structure"])
+
+    def abort(self, job: str, reason: str) -> bool:
+        """Abort (cancel) the job: waiting and future barrier entries fail with ``reason``.
+
+        True if this call aborted it, False if it already was.
+        """
+        return bool(self._run("ABORT", job, reason or "aborted"))
+
+    # -- runtime side --------------------------------------------------------------------
+
+    def enter(self, job: str, address: int, rank: int,
+              size: int | None = None) -> dict[str, Any]:
+        """Record ``rank`` of subjob ``address`` in the barrier (idempotent); the raw reply.
+
+        ``size``, when given, must equal the subjob's declared process count.
+        """
+        return _decode(self._run("ENTER", job, str(int(address)), str(int(rank)),
+                                 "" if size is None else str(int(size))))
+
+    def wait_release(self, job: str, address: int, rank: int, timeout: float | None = None,
+                     size: int | None = None) -> JobStructure | None:
+        """Enter the barrier and block until release; the frozen structure.
+
+        Returns None at once for a ``no-barrier`` subjob before release.  Raises
+        :class:`BarrierAbortedError` if the job is or gets aborted, and
+        :class:`BarrierTimeoutError` after ``timeout`` seconds.
+        """
+        def check() -> tuple[JobStructure | None, str]:
+            # entering again is harmless (idempotent) and re-reads the state atomically
+            reply = self.enter(job, address, rank, size)
+            if reply["state"] == BarrierState.ABORTED.value:
+                reason = reply.get("reason") or ""
+                raise BarrierAbortedError(f"aborted: {reason}", job=job, reason=reason)
+            if reply["state"] == BarrierState.RELEASED.value:
+                return JobStructure.from_json(job, reply["structure"]), ""
+            if reply["state"] == "no-barrier":
+                return None, ""
+            return None, reply["last"]
+
+        def on_event(fields: dict[bytes, bytes]) -> Any:
+            if fields.get(b"type") == b"released" and b"structure" in fields:
+                return JobStructure.from_json(job, _decode(fields[b"structure"]))
+            return RECHECK if fields.get(b"type") == b"aborted" else None
+
+        return self._wait(job, check, timeout, on_event,
+                          f"barrier not released after {timeout} s", allow_none=True)
+
+    def join_group(self, job: str, address: int,
+                   timeout: float | None = None) -> JobStructure:
+        """Join the inter-subjob group as rank 0 of ``address``; blocks until all joined.
+
+        Waits for the release first (the group is the frozen structure's
+        ``blocking-join`` subjobs).  :class:`NotInGroupError` for an independent subjob.
+        """
+        def check() -> tuple[JobStructure | None, str]:
+            reply = _decode(self._run("JOIN", job, str(int(address))))
+            if reply["state"] == BarrierState.ABORTED.value:
+                reason = reply.get("reason") or ""
+                raise BarrierAbortedError(f"aborted: {reason}", job=job, reason=reason)
+            if reply["state"] == "joined":
+                return JobStructure.from_json(job, reply["structure"]), ""
+            return None, reply["last"]
+
+        wanted = {b"released", b"aborted", b"group"}
+        return self._wait(job, check, timeout,
+                          lambda f: RECHECK if f.get(b"type") in wanted else None,
+                          f"inter-subjob group incomplete after {timeout} s")
+
+    def _wait(self, job: str, check: Callable[[], tuple[T | None, str]],
+              timeout: float | None, on_event: Callable[[dict[bytes, bytes]], Any],
+              timeout_message: str, allow_none: bool = False) -> T:
+        """Evaluate ``check``; while undecided, block on the event stream.
+
+        ``check`` returns (result, last stream id); a result (or an empty id, when
+        ``allow_none``) ends the wait.  ``on_event`` maps each new event to None
+        (irrelevant), :data:`RECHECK` (call ``check`` again) or the result itself.
+        """
+        deadline = None if timeout is None else time.monotonic() + timeout
+        events = self.keys(job).events
+        while True:
+            result, last = check()
+            if result is not None or (allow_none and not last):
+                return result  # type: ignore[return-value]
+            while True:
+                remaining = self._remaining(deadline, job, timeout_message)
+                block_ms = max(1, int(min(remaining, self.slice_s) * 1000))
+                with translated(job):
+                    reply = self.client.xread({events: last}, block=block_ms)
+                if not reply:
+                    self._ensure_exists(job)
+                    continue
+                entries = reply[0][1]
+                last = entries[-1][0]
+                decisions = [on_event(fields) for _, fields in entries]
+                if RECHECK in decisions:
+                    break
+                found = [d for d in decisions if d is not None]
+                if found:
+                    return found[0]
+
+    def _remaining(self, deadline: float | None, job: str, message: str) -> float:
+        if deadline is None:
+            return self.slice_s
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise BarrierTimeoutError(message, job=job)
+        return remaining
+
+    def _ensure_exists(self, job: str) -> None:
+        with translated(job):
+            if not self.client.exists(self.keys(job).meta):
+                raise JobNotFoundError("coordination state vanished (purged or expired)",
+                                       job=job)
+
+    # -- access and cleanup (control side) -------------------------------------------------
+
+    def grant_access(self, job: str, url: str | None = None) -> str:
+        """Create a Redis ACL user confined to this job's keys; its runtime URL.
+
+        ``url`` is the server URL processes should reach (defaults to this
+        client's); its credentials are replaced by the job user's.
+        """
+        keys = self.keys(job)
+        password = secrets.token_urlsafe(24)
+        self.load_scripts()  # the job's processes may only EVALSHA
+        with translated(job):
+            self.client.execute_command("ACL", "SETUSER", keys.acl_user(),
+                                        *keys.acl_rules(password))
+        return _with_credentials(url or self._own_url(), keys.acl_user(), password)
+
+    def revoke_access(self, job: str) -> bool:
+        """Delete the job's ACL user (and so every connection using it)."""
+        with translated(job):
+            return bool(self.client.execute_command("ACL", "DELUSER",
+                                                    self.keys(job).acl_user()))
+
+    def purge(self, job: str) -> int:
+        """Delete every key of the job and its ACL user; the number of keys deleted."""
+        count = int(self._run("PURGE", job))
+        self.revoke_access(job)
+        return count
+
+    def _own_url(self) -> str:
+        pool = self.client.connection_pool
+        kw = pool.connection_kwargs
+        if "path" in kw:
+            return f"unix://{kw['path']}?db={kw.get('db', 0)}"
+        # A TLS-only server has no plain port: the runtime URL must stay rediss://.
+        tls = issubclass(pool.connection_class, redis.SSLConnection)
+        scheme = "rediss" if tls else "redis"
+        return f"{scheme}://{kw.get('host', '127.0.0.1')}:{kw.get('port', 6379)}/{kw.get('db', 0)}"
+
+
+def _with_credentials(url: str, user: str, password: str) -> str:
+    """``url`` with its user and password replaced."""
+    parts = urlsplit(url)
+    if parts.scheme == "unix":
+        query = "&".join(p for p in parts.query.split("&")
+                         if p and not p.startswith(("username=", "password=")))
+        query = "&".join(filter(None, [query, f"username={quote(user, safe='')}",
+                                       f"password={quote(password, safe='')}"]))
+        return f"unix://{parts.path}?{query}"  # urlunsplit would drop the empty host
+    host = parts.hostname or "127.0.0.1"
+    netloc = f"{quote(user, safe='')}:{quote(password, safe='')}@{host}"
+    if parts.port:
+        netloc += f":{parts.port}"
+    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, ""))

@@ -1,0 +1,122 @@
+"""Celery tasks of DUROC coallocation: the chord's header watchers, body and error path.
+
+Routing (all by :class:`~grid_tasks.celery_app.GridRouter`, nothing spelled here):
+
+* ``grid_tasks.duroc.tasks.watch_subjob`` carries ``rm`` -> the subjob RM's gatekeeper queue;
+* ``grid_tasks.duroc.tasks.release`` (the body) and ``...coalloc_failed`` (the
+  errback) -> the scheduler queue, like ``celery.accumulate``/``chord_unlock``.
+
+The errback takes one positional argument (the failed task id), so Celery sends it
+as a task through the router instead of calling it inline inside the worker that
+ran the failing header task (what it does for ``(request, exc, traceback)``
+errbacks, which would ignore routing).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from typing import Any
+
+from celery import shared_task
+
+WATCH = "grid_tasks.duroc.tasks.watch_subjob"
+RELEASE = "grid_tasks.duroc.tasks.release"
+FAILED = "grid_tasks.duroc.tasks.coalloc_failed"
+SETTLE = "grid_tasks.duroc.tasks.settle"
+#: Longest a header task waits for entries before re-queuing itself (seconds).
+SLICE_S = 0.5
+
+_coallocators: dict[tuple[int, int], Any] = {}
+_lock = threading.Lock()
+
+
+def coallocator_for(app: Any) -> Any:
+    """This process's Coallocator on ``app``'s settings, sharing ``app`` (never closed)."""
+    from grid_tasks.client import Grid
+    from grid_tasks.duroc.control import Coallocator
+    from grid_tasks.node.daemon import app_settings
+
+    key = (os.getpid(), id(app))
+    with _lock:
+        found = _coallocators.get(key)
+        if found is None:
+            grid = Grid(app_settings(app))
+            grid._app = app  # reuse the worker's app for iteration triggers
+            found = _coallocators[key] = Coallocator(grid)
+        return found
+
+
+@shared_task(name=WATCH, bind=True, acks_late=True, reject_on_worker_lost=True,
+             max_retries=None)
+def watch_subjob(self: Any, *, rm: str, job: int, address: int, deadline: float,
+                slice_s: float = SLICE_S) -> dict[str, Any]:
+    """Chord header: submit one subjob through GRAM, finish when all its processes are in
+    the barrier; fails (strict) when it cannot start or dies first.
+
+    Every delivery is counted (:meth:`Coallocator.header_deliveries`), redeliveries of
+    a message whose worker died mid-task apart: the proof that acks-late did its job.
+    """
+    co = coallocator_for(self.app)
+    info = self.request.delivery_info or {}
+    co.note_delivery(job, address, self.request.id, bool(info.get("redelivered")))
+    result = co.watch_step(job, address, deadline, slice_s)
+    if result is None:
+        raise self.retry(countdown=0)
+    return result
+
+
+@shared_task(name=RELEASE, bind=True, max_retries=None)
+def release(self: Any, results: Any = None, *, job: int) -> bool:
+    """Chord body: release the barrier (re-queued while subjobs added later are not in)."""
+    done = coallocator_for(self.app).release_step(job)
+    if done is None:
+        raise self.retry(countdown=0.05)
+    return bool(done)
+
+
+@shared_task(name=FAILED, bind=True)
+def coalloc_failed(self: Any, task_id: str | None = None, *, job: int) -> bool:
+    """Chord error path: cancel every subjob of the job and release its resources."""
+    from grid_tasks.db.models.jobs import BarrierState as SqlBarrier
+
+    co = coallocator_for(self.app)
+    reason = co.failure_reason(job)
+    barrier = SqlBarrier.TIMED_OUT if "barrier timeout" in reason else SqlBarrier.FAILED
+    if reason == "cancelled by user":
+        barrier = SqlBarrier.CANCELLED
+    return co.terminate(job, reason, barrier)
+
+
+@shared_task(name=SETTLE, bind=True, ignore_result=True)
+def settle(self: Any, *, job: int) -> str:
+    """A subjob's GRAM job ended: settle the coallocated job's fate by its start types
+    (a strict subjob failing after release kills the others; all ended -> DONE)."""
+    return coallocator_for(self.app).subjob_states(job).state.value
+
+
+def settle_signature(app: Any, job: int) -> Any:
+    from grid_tasks.celery_app import readable
+
+    return app.signature(SETTLE, kwargs={"job": job}) \
+        .set(**readable("duroc-settle", job=f"coalloc-{job}"))
+
+
+def watch_signature(app: Any, job: int, address: int, rm: str, deadline: float) -> Any:
+    """The header signature watching subjob ``address`` of ``job`` at ``rm``."""
+    from grid_tasks.celery_app import readable
+
+    return app.signature(WATCH, kwargs={"rm": rm, "job": job, "address": address,
+                                        "deadline": deadline}) \
+        .set(**readable("duroc-watch", job=f"coalloc-{job}/{address}", rm=rm))
+
+
+def release_signature(app: Any, job: int) -> Any:
+    from grid_tasks.celery_app import readable
+
+    return app.signature(RELEASE, kwargs={"job": job}) \
+        .set(**readable("duroc-release", job=f"coalloc-{job}"))
+
+
+def failed_signature(app: Any, job: int) -> Any:
+    return app.signature(FAILED, kwargs={"job": job})

@@ -1,0 +1,79 @@
+"""A live grid for the DUROC control tests: the GRAM test grid plus one gatekeeper per RM.
+
+The gatekeepers (``grid-tasks worker --rm RM``) are subprocesses, so tests can
+SIGKILL one mid-header.  The job program enters the barrier and only then
+writes a marker file: a marker proves user code ran past the barrier.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+PROGRAM = """
+import os, sys, pathlib
+from grid_tasks import runtime
+out = pathlib.Path(sys.argv[1])
+mode = sys.argv[2] if len(sys.argv) > 2 else "plain"
+if mode.startswith("pre"):  # not yet at the barrier for that long
+    import time; time.sleep(float(mode[3:]))
+runtime.barrier()
+label = os.environ["GRID_TASKS_SUBJOB_LABEL"]
+rank = runtime.intra_subjob_rank()
+(out / f"{label}-{rank}").write_text("passed")
+if mode == "exchange" and rank == 0:
+    infos = runtime.bootstrap_subjob_exchange(label.encode(), timeout=20)
+    (out / f"{label}-exchange").write_text(",".join(i.decode() for i in infos))
+if mode == "tags" and rank == 0:
+    layout = runtime.inter_subjob_structure(timeout=20)
+    if label == "send":
+        peer = [s.address for s in layout.subjobs if s.address != layout.local_address][0]
+        runtime.inter_subjob_send(peer, "first", b"1")
+        runtime.inter_subjob_send(peer, "second", b"2")
+    else:
+        got = [runtime.inter_subjob_receive("second", timeout=20),
+               runtime.inter_subjob_receive("first", timeout=20)]
+        (out / "tags").write_bytes(b",".join(got))
+if mode.startswith("sleep"):
+    import time; time.sleep(float(mode[5:]))
+if mode == "fail":
+    sys.exit(3)
+"""
+
+
+def start_gatekeepers(live: Any, rms: tuple[str, ...] = ("rmA", "rmB")) -> dict[str, Any]:
+    from grid_tasks.embedded.stack import grid_tasks_command
+
+    children = {}
+    for rm in rms:
+        argv = grid_tasks_command("worker", "--rm", rm, "-l", "WARNING", "-c", "4")
+        children[rm] = live.supervisor.spawn(f"gatekeeper-{rm}-{time.monotonic_ns()}", argv,
+                                             env=live.env)
+    return children
+
+
+def program(tmp: Path) -> Path:
+    path = tmp / "duroc_program.py"
+    path.write_text(PROGRAM)
+    return path
+
+
+def component(rm: str, label: str, count: int, prog: Path, out: Path, mode: str = "plain",
+              start: str | None = None, comms: str | None = None,
+              executable: str | None = None) -> str:
+    extra = ""
+    if start:
+        extra += f"(subjobStartType={start})"
+    if comms:
+        extra += f"(subjobCommsType={comms})"
+    if executable:
+        return (f'(&(resourceManagerContact={rm})(label={label})(count={count}){extra}'
+                f'(executable="{executable}"))')
+    return (f'(&(resourceManagerContact={rm})(label={label})(count={count}){extra}'
+            f'(executable="{sys.executable}")(arguments="{prog}" "{out}" "{mode}"))')
+
+
+def markers(out: Path) -> list[str]:
+    return sorted(p.name for p in out.iterdir())
