@@ -1,0 +1,318 @@
+"""The resource manager's side of the metascheduler protocol (seed 002, section 3.3).
+
+Every RM answers two calls backed by its Maui core, plus their undo:
+
+* :func:`estimate` - when could ``procs`` processors be held for ``duration`` seconds,
+  at or after ``not_before``: the RM's core loaded from SQL, run once in memory (so
+  running jobs, reservations and the idle queue's priorities count, exactly as
+  ``showstart`` sees them), then asked for start times;
+* :func:`reserve` - hold an exact allocation (``{node: procs}``) over
+  ``[start, start + duration)`` for one grid job: checked node by node against the
+  core (running jobs' walltimes, every other reservation, node liveness: never an
+  overcommit), then stored as a confirmed SQL reservation of kind ``grid`` carrying the
+  broker's token.  Idempotent per ``(rm, name, token)``;
+* :func:`release` - delete such a reservation (idempotent);
+* :func:`mark_enacted` - the broker, once it confirmed the tokens, records durably that
+  the co-reservation is complete; only rows so marked are restored into a token store
+  that lost its state (:mod:`grid_tasks.scheduling.grid_reservations`).  The RM honours
+  a grid reservation from ``reserve`` on either way (no local job slips into the slot).
+
+Reservation checks of one RM are serialised by a lock on its ``resource_managers`` row
+(``SELECT ... FOR NO KEY UPDATE`` on PostgreSQL, a first write on SQLite), so two
+concurrent reserves can never both take the last free slot.  Functions take a session,
+the RM and ``now`` (POSIX seconds); the Celery tasks in :mod:`.rm_tasks` stay thin.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import select, text
+from sqlalchemy.orm import Session
+
+from grid_tasks.db import Reservation, ReservationKind, repository
+from grid_tasks.db.models import ResourceManager
+from grid_tasks.errors import GridTasksError
+from grid_tasks.utc import epoch, from_epoch, iso_seconds
+
+__all__ = ["ReservationRefused", "Requester", "estimate", "reserve", "release",
+           "describe", "lock_rm", "find_grid_reservation", "mark_enacted"]
+
+#: Longest reservation name and token stored (the SQL column widths).
+MAX_NAME = 128
+
+
+class ReservationRefused(GridTasksError):
+    """An RM refused a grid reservation (or its release); ``reason`` names why in one
+    word (``busy``, ``unknown_node``, ``taken``, ``bad_request``, ``past``, ``not_grid``).
+
+    ``args`` is ``(message, reason)`` so the exception survives Celery's JSON result
+    backend: ``AsyncResult.get()`` raises this type again in the client.
+    """
+
+    def __init__(self, message: str, reason: str = "refused") -> None:
+        super().__init__(message, reason)
+        self.message, self.reason = message, reason
+
+    def __str__(self) -> str:
+        return self.message
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"type": type(self).__name__, "message": self.message, "reason": self.reason}
+
+
+@dataclass(frozen=True)
+class Requester:
+    """Who asks: the credentials a reservation ACL may admit (any may be missing).
+
+    ``host`` is carried for the record: reservation ACLs have no host key."""
+
+    user: str | None = None
+    group: str | None = None
+    account: str | None = None
+    host: str | None = None
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any] | None) -> "Requester":
+        """From ``{"user", "group", "account", "host"}``; unknown keys are refused."""
+        if not data:
+            return cls()
+        if not isinstance(data, Mapping):
+            raise ReservationRefused(f"requester must be a mapping, got {type(data).__name__}",
+                                     "bad_request")
+        unknown = set(data) - {"user", "group", "account", "host"}
+        if unknown:
+            raise ReservationRefused(f"requester: unknown keys {sorted(unknown)} (known: user, "
+                                     "group, account, host)", "bad_request")
+        return cls(**{k: (None if v is None else str(v)) for k, v in data.items()})
+
+    def to_dict(self) -> dict[str, str]:
+        return {k: v for k, v in (("user", self.user), ("group", self.group),
+                                  ("account", self.account), ("host", self.host)) if v}
+
+
+def _number(name: str, value: Any, *, positive: bool = True) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ReservationRefused(f"{name} must be a finite number, got {value!r}", "bad_request")
+    if positive and not value > 0:
+        raise ReservationRefused(f"{name} must be positive, got {value!r}", "bad_request")
+    return float(value)
+
+
+def _count(name: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ReservationRefused(f"{name} must be an integer >= 1, got {value!r}", "bad_request")
+    return value
+
+
+# --- estimate ----------------------------------------------------------------------------
+
+def estimate(session: Session, rm: str, *, procs: int, duration: float, not_before: float,
+             now: float, limit: int = 3, requester: Mapping[str, Any] | None = None,
+             registry: Any = None) -> list[dict[str, Any]]:
+    """Possible starts at or after ``max(now, not_before)``, earliest first:
+    ``[{"time": epoch, "allocation": {node: procs}}]``; ``[]`` means never.
+
+    Reservations whose ACL admits ``requester`` count as usable.  :func:`reserve`,
+    however, never carves a grid reservation out of another reservation (the live loader
+    charges every reservation on free resources only), so a start found inside such a
+    reservation may be refused there; the broker then tries its next candidate.  Raises
+    NotFoundError for an unknown RM, :class:`ReservationRefused` for a bad request.
+    """
+    from grid_tasks.maui import Job
+    from grid_tasks.ops.plan import load_plan
+
+    procs, limit = _count("procs", procs), _count("limit", limit)
+    duration = _number("duration", duration)
+    t0 = max(float(now), _number("not_before", not_before, positive=False))
+    who = Requester.from_dict(requester)
+    plan = load_plan(session, rm, from_epoch(now), registry=registry, iterate=True)
+    probe = Job(id="grid.estimate", tasks=procs, procs_per_task=1, walltime=duration,
+                submit_time=now, user=who.user, group=who.group, account=who.account)
+    found = plan.scheduler.estimate(probe, t0, limit)
+    out = [{"time": float(e.time), "allocation": {str(n): int(k) for n, k in e.allocation.items()}}
+           for e in found if math.isfinite(e.time)]
+    return sorted(out, key=lambda e: e["time"])
+
+
+# --- reserve / release --------------------------------------------------------------------
+
+def lock_rm(session: Session, rm: str) -> None:
+    """Serialise reservation decisions of ``rm`` until the transaction ends.
+
+    PostgreSQL: a row lock that does not block job inserts referencing the RM.  SQLite:
+    a first write takes the database's write lock, and the read snapshot then starts
+    after any concurrent reserve committed.  NotFoundError for an unknown RM.
+    """
+    if session.get_bind().dialect.name == "sqlite":
+        done = session.execute(text("UPDATE resource_managers SET attributes = attributes "
+                                    "WHERE name = :rm"), {"rm": rm}).rowcount
+    else:
+        done = session.execute(select(ResourceManager.name).where(ResourceManager.name == rm)
+                               .with_for_update(key_share=True)).first() is not None
+    if not done:
+        repository.get_rm(session, rm)  # raises NotFoundError naming the known RMs
+
+
+def find_grid_reservation(session: Session, rm: str, name: str) -> Reservation | None:
+    """The reservation ``name`` of ``rm`` (any kind), or None."""
+    return session.scalars(select(Reservation).where(Reservation.rm == rm,
+                                                     Reservation.name == name)).first()
+
+
+def describe(row: Reservation) -> dict[str, Any]:
+    """What :func:`reserve` returns: ``{"rm","name","id","start","end","allocation"}``."""
+    alloc = (row.resources or {}).get("procs_by_node") or {}
+    return {"rm": row.rm, "name": row.name, "id": row.id, "start": epoch(row.start_time),
+            "end": epoch(row.end_time), "allocation": {str(n): int(p) for n, p in alloc.items()}}
+
+
+def _check_text(name: str, value: Any) -> str:
+    if not isinstance(value, str) or not value.strip() or len(value) > MAX_NAME:
+        raise ReservationRefused(f"{name} must be a non-empty string of at most {MAX_NAME} "
+                                 f"characters, got {value!r}", "bad_request")
+    return value
+
+
+def _allocation(rm: str, name: str, allocation: Any) -> dict[str, int]:
+    if not isinstance(allocation, Mapping) or not allocation:
+        raise ReservationRefused(f"grid reservation {name} on {rm}: allocation must be a "
+                                 f"non-empty {{node: procs}} mapping, got {allocation!r}",
+                                 "bad_request")
+    return {str(node): _count(f"allocation[{node!r}]", procs)
+            for node, procs in sorted(allocation.items())}
+
+
+def reserve(session: Session, rm: str, *, name: str, allocation: Mapping[str, int],
+            start: float, duration: float, token: str, job_key: str, now: float,
+            label: str | None = None, allow_early: bool = False,
+            requester: Mapping[str, Any] | None = None, registry: Any = None) -> dict[str, Any]:
+    """Hold ``allocation`` on ``rm`` over ``[start, start + duration)`` for one grid job.
+
+    Checks each node against the RM's core (never an overcommit), then stores a
+    confirmed ``grid`` reservation carrying ``token``; the job submitted later with
+    ``(reservation=name)`` is bound to it (see :mod:`grid_tasks.gram.binding`).
+    The same ``(rm, name, token)`` again returns the existing reservation.  Raises
+    :class:`ReservationRefused` saying why, NotFoundError for an unknown RM.
+    """
+    _check_text("reservation name", name)
+    _check_text("token", token)
+    _check_text("job_key", job_key)
+    alloc = _allocation(rm, name, allocation)
+    start, duration = _number("start", start, positive=False), _number("duration", duration)
+    who = Requester.from_dict(requester)
+    lock_rm(session, rm)
+    existing = find_grid_reservation(session, rm, name)
+    if existing is not None:
+        if existing.kind is ReservationKind.GRID and existing.token == token:
+            return describe(existing)  # a retried or redelivered reserve
+        raise ReservationRefused(f"reservation name {name!r} is already taken on {rm} (by "
+                                 f"a {existing.kind.value} reservation with another token)",
+                                 "taken")
+    end = start + duration
+    if end <= now:
+        raise ReservationRefused(f"grid reservation {name} on {rm}: it would end at "
+                                 f"{iso_seconds(end)}, in the past", "past")
+    _check_core(session, rm, name, alloc, start, end, now, registry)
+    row = Reservation(
+        name=name, rm=rm, kind=ReservationKind.GRID, confirmed=True, token=token,
+        acl={"jobs": []}, nodes=sorted(alloc), start_time=from_epoch(start), end_time=from_epoch(end),
+        resources={"tasks": sum(alloc.values()), "procs_per_task": 1, "procs_by_node": alloc,
+                   "job_key": job_key, "label": label, "allow_early": bool(allow_early),
+                   "requester": who.to_dict()})
+    session.add(row)
+    session.flush()
+    return describe(row)
+
+
+def _check_core(session: Session, rm: str, name: str, alloc: dict[str, int], start: float,
+                end: float, now: float, registry: Any) -> None:
+    """Place the allocation node by node on the RM's loaded core; refuse what does not fit.
+
+    No in-memory iteration: a reservation takes precedence over idle jobs (the loader
+    adds reservations before queueing them), so only running jobs, other reservations
+    and node states can refuse it.
+    """
+    from grid_tasks.maui import ACL
+    from grid_tasks.maui import Reservation as CoreReservation
+    from grid_tasks.maui import ReservationRefused as CoreRefused
+    from grid_tasks.scheduling.state import load_scheduler
+
+    sched = load_scheduler(session, rm, now=now, registry=registry)
+    known = sched.engine.nodes
+    for node, procs in alloc.items():
+        if node not in known:
+            raise ReservationRefused(f"grid reservation {name} on {rm}: no node {node!r} (nodes: "
+                                     f"{', '.join(sorted(known)) or 'none'})", "unknown_node")
+        hold = CoreReservation(name=f"{name}@{node}", start=start, end=end, acl=ACL(),
+                               tasks=procs, procs_per_task=1, nodes=(node,))
+        try:
+            sched.add_reservation(hold, now)
+        except CoreRefused:
+            raise ReservationRefused(
+                f"grid reservation {name} on {rm}: node {node} cannot hold {procs} "
+                f"processors over [{iso_seconds(max(start, now))}, {iso_seconds(end)}) (running jobs, other "
+                "reservations or the node's state leave too few)", "busy") from None
+
+
+def release(session: Session, rm: str, *, name: str, token: str | None = None,
+            now: float | None = None,
+            forget: Callable[[Reservation], None] | None = None) -> bool:
+    """Delete grid reservation ``name`` of ``rm``; True if a row was deleted.
+
+    With ``token``, only a reservation holding that token.  A job bound to it becomes an
+    ordinary idle job again.  ``forget(row)`` runs before the delete (the task releases
+    the row's claims mirrored into the token store there).  Releasing a non-grid
+    reservation is refused.
+    """
+    _check_text("reservation name", name)
+    repository.get_rm(session, rm)
+    row = find_grid_reservation(session, rm, name)
+    if row is None or (token is not None and row.token != token):
+        return False
+    if row.kind is not ReservationKind.GRID:
+        raise ReservationRefused(f"reservation {name!r} on {rm} is a {row.kind.value} "
+                                 "reservation; only grid reservations are released here",
+                                 "not_grid")
+    from grid_tasks.gram.binding import unbind
+
+    unbind(session, row, "grid reservation released by the broker", now)
+    if forget is not None:
+        forget(row)
+    session.delete(row)
+    session.flush()
+    return True
+
+
+def mark_enacted(session: Session, parts: Iterable[tuple[str, str, str]]) -> int:
+    """Mark the grid reservations ``(rm, name, token)`` as enacted (their broker confirmed
+    the tokens): :data:`~grid_tasks.broker.collection.ENACTED` in ``resources``.
+
+    Called by the broker right after ``TokenStore.confirm``, in one transaction.
+    Idempotent; returns how many of ``parts`` are marked now (a part whose row is gone,
+    or holds another token, is not counted).
+    """
+    from sqlalchemy import tuple_
+
+    from grid_tasks.broker.collection import ENACTED
+
+    wanted = {(str(rm), str(name)): str(token) for rm, name, token in parts}
+    if not wanted:
+        return 0
+    rows = session.scalars(select(Reservation).where(
+        Reservation.kind == ReservationKind.GRID,
+        tuple_(Reservation.rm, Reservation.name).in_(list(wanted)))
+        .execution_options(populate_existing=True))
+    marked = 0
+    for row in rows:
+        if wanted.get((row.rm, row.name)) != row.token:
+            continue
+        if not (row.resources or {}).get(ENACTED):
+            # a new dict: the JSON column tracks assignment, not in-place changes
+            row.resources = {**(row.resources or {}), ENACTED: True}
+        marked += 1
+    session.flush()
+    return marked
