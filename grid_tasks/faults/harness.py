@@ -1,0 +1,217 @@
+"""A private grid for fault injection: its own Redis, database, scheduler and node daemons.
+
+Everything runs as real processes (``grid-tasks worker`` subprocesses, a private
+``redis-server``) with fast settings - short heartbeats, leases, visibility timeout,
+a 1 s RMPOLLINTERVAL - so a fault case recovers in seconds, not minutes.  Nothing
+here touches the machine's shared Redis or database.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+from grid_tasks.embedded.redis_server import RedisServer
+from grid_tasks.embedded.stack import grid_tasks_command, prepare_database
+from grid_tasks.embedded.supervisor import Child, Supervisor, leftover
+from grid_tasks.errors import GridTasksError
+from grid_tasks.settings import Settings, default_config_file
+from grid_tasks.topology import load_topology
+
+T = TypeVar("T")
+
+#: Environment variable put into every fault job's processes, to find them later.
+MARKER_ENV = "GT_FAULT_MARKER"
+
+
+class FaultTimeout(GridTasksError):
+    """A fault case waited longer than its bound for something to happen."""
+
+
+def until(predicate: Callable[[], T], timeout: float, what: str, poll: float = 0.05) -> T:
+    """Poll ``predicate`` until truthy; its value.  FaultTimeout after ``timeout`` s."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            raise FaultTimeout(f"timed out after {timeout:g} s waiting for {what}")
+        time.sleep(poll)
+
+
+def _fast_policy_dir(directory: Path, poll_s: int) -> Path:
+    """The demo topology and maui.cfg copied with a short RMPOLLINTERVAL and DEFERTIME
+    (a launch lost to an injected fault is retried within seconds, not minutes)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    src = default_config_file("demo-grid.toml")
+    shutil.copy(src, directory / "grid.toml")
+    cfg = (src.parent / "maui.cfg").read_text()
+    cfg = re.sub(r"^RMPOLLINTERVAL.*$", f"RMPOLLINTERVAL          00:00:{poll_s:02d}", cfg,
+                 flags=re.MULTILINE)
+    cfg = re.sub(r"^DEFERTIME.*$", "DEFERTIME               00:00:02", cfg, flags=re.MULTILINE)
+    (directory / "maui.cfg").write_text(cfg)
+    return directory / "grid.toml"
+
+
+class FaultGrid:
+    """The grid a fault case runs on; :meth:`start`, then :meth:`stop` (or ``with``)."""
+
+    def __init__(self, state_dir: Path, *, database_url: str | None = None,
+                 heartbeat: float = 0.5, heartbeat_ttl: float = 3.0,
+                 visibility_timeout: float = 5.0, launch_timeout: float = 5.0,
+                 beats: tuple[str, ...] = ("beat-a", "beat-b"), beat_lease: float = 2.0) -> None:
+        self.state_dir = Path(state_dir).resolve()
+        self.database_url = database_url or f"sqlite:///{self.state_dir / 'grid_tasks.db'}"
+        self.heartbeat, self.heartbeat_ttl = heartbeat, heartbeat_ttl
+        self.visibility_timeout, self.launch_timeout = visibility_timeout, launch_timeout
+        self.beat_names, self.beat_lease = beats, beat_lease
+        self.beats: dict[str, Child] = {}
+        self.redis = RedisServer(self.state_dir / "redis")
+        self.supervisor = Supervisor(self.state_dir / "logs")
+        self.nodes: dict[str, Child] = {}
+        self.scheduler: Child | None = None
+        self.settings: Settings | None = None
+        self.topology = None
+        self._grid: Any = None
+        self._pids: set[int] = set()
+
+    # -- lifecycle ---------------------------------------------------------------------
+    def start(self) -> "FaultGrid":
+        topology_file = _fast_policy_dir(self.state_dir / "config", 1)
+        self.topology = load_topology(topology_file)
+        self.redis.start()
+        self.settings = Settings(
+            broker_url=self.redis.url(1), result_backend=self.redis.url(2),
+            redis_url=self.redis.url(3), database_url=self.database_url,
+            state_dir=self.state_dir, topology_file=topology_file,
+            heartbeat_interval=self.heartbeat, heartbeat_ttl=self.heartbeat_ttl,
+            visibility_timeout=self.visibility_timeout)
+        try:
+            prepare_database(self.settings, self.topology)
+            self.start_scheduler()
+            for name in self.beat_names:
+                self.start_beat(name)
+            for spec in self.topology.iter_nodes():
+                self.start_node(spec.rm, spec.name, wait=False)
+            self.wait_nodes([(s.rm, s.name) for s in self.topology.iter_nodes()])
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def stop(self) -> list[int]:
+        """Stop everything; the PIDs of this grid that survived (should be none)."""
+        self._pids |= self.supervisor.all_pids()
+        if self._grid is not None:
+            self._grid.close()
+            self._grid = None
+        self.supervisor.stop_all(timeout=10)
+        self.redis.stop()
+        from grid_tasks import db
+
+        db.dispose_engines()
+        return leftover(self._pids)
+
+    def __enter__(self) -> "FaultGrid":
+        return self.start()
+
+    def __exit__(self, *_: Any) -> None:
+        self.stop()
+
+    # -- processes ---------------------------------------------------------------------
+    def env(self, **extra: str) -> dict[str, str]:
+        assert self.settings is not None, "start() the grid first"
+        env = {k: v for k, v in os.environ.items() if not k.startswith("GRID_TASKS_")}
+        env.update(self.settings.to_env())
+        env.update({"PYTHONUNBUFFERED": "1",
+                    "GRID_TASKS_LAUNCH_TIMEOUT": repr(self.launch_timeout)})
+        env.update(extra)
+        return env
+
+    def start_scheduler(self) -> Child:
+        args = ["worker", "--scheduler", "--gatekeepers", "--no-check", "-l", "WARNING"]
+        self.scheduler = self.supervisor.spawn("scheduler", grid_tasks_command(*args),
+                                               env=self.env())
+        return self.scheduler
+
+    def start_beat(self, name: str) -> Child:
+        """One of the HA beats (two by default, one active through a Redis lease)."""
+        argv = grid_tasks_command("beat", "--lease", repr(self.beat_lease), "--poll", "0.1",
+                                  "--name", name, "--no-check", "-l", "WARNING")
+        self.beats[name] = self.supervisor.spawn(f"{name}-{len(self.supervisor.children)}",
+                                                 argv, env=self.env())
+        return self.beats[name]
+
+    def start_node(self, rm: str, node: str, wait: bool = True) -> Child:
+        argv = grid_tasks_command("worker", "--rm", rm, "--node", node, "--no-check",
+                                  "-l", "WARNING", "-c", "4")
+        name = f"node-{node}-{len(self.supervisor.children)}"
+        child = self.supervisor.spawn(name, argv, env=self.env())
+        self.nodes[node] = child
+        if wait:
+            self.wait_nodes([(rm, node)])
+        return child
+
+    def wait_nodes(self, names: list[tuple[str, str]], timeout: float = 40.0) -> None:
+        from grid_tasks.node.registry import NodeRegistry
+
+        assert self.settings is not None
+        registry = NodeRegistry.from_url(self.settings.redis_url, self.settings.heartbeat_ttl)
+        registry.wait_alive(names, timeout=timeout)
+
+    def kill_node(self, node: str, whole_group: bool = True) -> None:
+        """SIGKILL a node daemon: its process group, or only the daemon process."""
+        child = self.nodes[node]
+        self._pids |= self.supervisor.all_pids()
+        if whole_group:
+            os.killpg(child.pid, signal.SIGKILL)
+        else:
+            os.kill(child.pid, signal.SIGKILL)
+        child.process.wait(10)
+
+    def revive(self) -> list[str]:
+        """Restart every scheduler or node daemon that exited, as a process manager
+        (compose's ``restart: unless-stopped``, systemd) would; the names restarted."""
+        revived = []
+        if self.scheduler is not None and not self.scheduler.alive():
+            self._pids |= self.supervisor.all_pids()
+            self.start_scheduler()
+            revived.append("scheduler")
+        assert self.topology is not None
+        for spec in self.topology.iter_nodes():
+            child = self.nodes.get(spec.name)
+            if child is not None and not child.alive():
+                self._pids |= self.supervisor.all_pids()
+                self.start_node(spec.rm, spec.name, wait=False)
+                revived.append(spec.name)
+        for name, child in list(self.beats.items()):
+            if not child.alive():
+                self._pids |= self.supervisor.all_pids()
+                self.start_beat(name)
+                revived.append(name)
+        return revived
+
+    def all_pids(self) -> set[int]:
+        self._pids |= self.supervisor.all_pids()
+        return set(self._pids)
+
+    # -- clients -----------------------------------------------------------------------
+    @property
+    def grid(self) -> Any:
+        """A :class:`grid_tasks.client.Grid` on this grid (made lazily, closed at stop)."""
+        if self._grid is None:
+            from grid_tasks.client import Grid
+
+            self._grid = Grid(self.settings)
+        return self._grid
+
+    def submit(self, rsl: str, rm: str, marker: str) -> Any:
+        """Submit a job whose processes carry ``MARKER_ENV=marker``."""
+        return self.grid.submit(rsl, rm=rm, extra_env={MARKER_ENV: marker})

@@ -1,0 +1,12 @@
+"""Every fault case by name, in the order ``selftest --faults`` runs them."""
+
+from __future__ import annotations
+
+from grid_tasks.faults.cases import (FaultCase, JobManagerKill, NodeKillMidJob, NodeKillMidLaunch,
+                                     PostgresRestart,
+                                     RedisRestart)
+from grid_tasks.faults.ha_broker import BeatKill, BrokerKill
+
+CASES: dict[str, type[FaultCase]] = {c.name: c for c in (
+    NodeKillMidLaunch, NodeKillMidJob, JobManagerKill, BeatKill, BrokerKill, RedisRestart,
+    PostgresRestart)}

@@ -1,0 +1,88 @@
+"""Shared look-ups of the operator commands: job identifiers, RMs, queue sections."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime
+from enum import Enum
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from grid_tasks.db import Job, repository
+from grid_tasks.errors import NotFoundError
+from grid_tasks.states import JobState, MauiJobState
+from grid_tasks.utc import epoch, from_epoch  # noqa: F401 - re-exported for ops
+
+#: Maui states that put a job in showq's BLOCKED section whatever its GRAM state
+BLOCKED_MAUI = frozenset({MauiJobState.HOLD, MauiJobState.DEFERRED, MauiJobState.BLOCKED})
+#: GRAM states of a job that holds resources (showq's ACTIVE section)
+ACTIVE_GRAM = frozenset({JobState.ACTIVE, JobState.SUSPENDED, JobState.STAGE_OUT})
+
+
+class Section(str, Enum):
+    """The showq section a job belongs to."""
+
+    ACTIVE = "active"
+    IDLE = "idle"
+    BLOCKED = "blocked"
+    COMPLETED = "completed"
+
+
+def resolve_job(session: Session, ident: str | int) -> Job:
+    """The job named by its numeric id or its GRAM contact; NotFoundError otherwise."""
+    text = str(ident).strip()
+    if text.isdigit():
+        return repository.get_job(session, int(text))
+    try:
+        return repository.get_job_by_contact(session, text)
+    except NotFoundError:
+        raise NotFoundError(f"unknown job {text!r} (give a job id or a job contact)") from None
+
+
+def check_rm(session: Session, rm: str | None) -> None:
+    """NotFoundError (listing the known RMs) when ``rm`` is given and unknown."""
+    if rm is not None:
+        repository.get_rm(session, rm)
+
+
+def finished_ids(session: Session, ids: Iterable[int]) -> set[int]:
+    """Which of ``ids`` are jobs that finished successfully (satisfied dependencies)."""
+    wanted = {int(i) for i in ids}
+    if not wanted:
+        return set()
+    stmt = select(Job.id).where(Job.id.in_(wanted), Job.state == JobState.DONE)
+    return set(session.scalars(stmt))
+
+
+def unmet_dependencies(job: Job, done: set[int]) -> list[int]:
+    """The job's dependencies that have not finished successfully."""
+    return [int(d) for d in (job.dependencies or []) if int(d) not in done]
+
+
+def section_of(job: Job, done: set[int]) -> Section:
+    """Where showq lists the job: ACTIVE, IDLE, BLOCKED (held, deferred, waiting on a
+    dependency) or COMPLETED."""
+    state = JobState(job.state)
+    if state.terminal:
+        return Section.COMPLETED
+    if state in ACTIVE_GRAM or job.maui_state in (MauiJobState.RUNNING, MauiJobState.STARTING):
+        return Section.ACTIVE
+    if job.maui_state in BLOCKED_MAUI or job.holds or unmet_dependencies(job, done):
+        return Section.BLOCKED
+    return Section.IDLE
+
+
+def state_word(job: Job, section: Section) -> str:
+    """Maui's word for the job in its section (the GRAM state is shown beside it)."""
+    if section is Section.ACTIVE:
+        if JobState(job.state) is JobState.SUSPENDED:
+            return "Suspended"
+        return "Starting" if job.maui_state is MauiJobState.STARTING else "Running"
+    if section is Section.BLOCKED:
+        if job.maui_state in BLOCKED_MAUI:
+            return job.maui_state.value
+        return "Hold" if job.holds else "Blocked"
+    return "Idle"
+
+

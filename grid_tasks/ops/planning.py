@@ -1,0 +1,138 @@
+"""``showstart`` and ``showbf``: earliest starts and free (backfill) windows of an RM.
+
+Both answer on the plan of :func:`grid_tasks.ops.plan.load_plan`: the RM's core
+after one in-memory iteration, so idle jobs of higher priority already hold their
+reservations and a request is placed behind them, as Maui's showstart does.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from grid_tasks.maui import Job
+
+from .common import Section, from_epoch, resolve_job, section_of
+from .plan import Plan, core_view, load_plan, parse_request, rsl_request
+from .timefmt import INFINITE, OpsError, iso, json_seconds
+
+
+@dataclass(frozen=True)
+class StartRow:
+    """One showstart answer: the request could start at ``start`` on ``allocation``."""
+
+    start: datetime
+    allocation: dict[str, int]
+
+    def to_dict(self, now: datetime) -> dict[str, Any]:
+        return {"start": iso(self.start), "start_in": json_seconds((self.start - now).total_seconds()),
+                "allocation": dict(self.allocation)}
+
+
+@dataclass(frozen=True)
+class StartReport:
+    """showstart output for one request."""
+
+    rm: str
+    request: str
+    procs: int
+    walltime: float
+    now: datetime
+    estimates: list[StartRow]
+    job_id: int | None = None
+    note: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"rm": self.rm, "request": self.request, "job_id": self.job_id,
+                "procs": self.procs, "walltime": json_seconds(self.walltime),
+                "now": iso(self.now), "estimates": [e.to_dict(self.now) for e in self.estimates],
+                "note": self.note}
+
+
+def request_kind(text: str) -> str:
+    """``job`` (an id or contact), ``procs`` (PROCS@DURATION) or ``rsl``."""
+    stripped = text.strip()
+    if stripped[:1] in ("&", "+", "("):
+        return "rsl"
+    if "@" in stripped and stripped.split("@", 1)[0].isdigit():
+        return "procs"
+    return "job"
+
+
+def show_start(session: Session, what: str, now: datetime, *, rm: str | None = None,
+               registry: Any = None, limit: int = 3) -> StartReport:
+    """showstart JOB | PROCS@DURATION | RSL on ``rm`` (a job's own RM by default)."""
+    kind = request_kind(what)
+    if kind == "job":
+        return _job_start(session, what, now, rm, registry, limit)
+    if rm is None:
+        raise OpsError("showstart: give -r RM for a resource request")
+    core = parse_request(what) if kind == "procs" else rsl_request(what)
+    plan = load_plan(session, rm, now, registry=registry)
+    return _report(plan, what, core, _estimates(plan, core, limit))
+
+
+def _estimates(plan: Plan, core: Job, limit: int) -> list[StartRow]:
+    return [StartRow(from_epoch(e.time), dict(e.allocation))
+            for e in plan.scheduler.estimate(core, plan.t, limit)]
+
+
+def _report(plan: Plan, what: str, core: Job, rows: list[StartRow], job_id: int | None = None,
+            note: str | None = None) -> StartReport:
+    if not rows and note is None:
+        note = "no start found: the request can never fit this resource manager's usable nodes"
+    return StartReport(plan.rm, what, core.procs, core.walltime, plan.now, rows, job_id, note)
+
+
+def _job_start(session: Session, what: str, now: datetime, rm: str | None, registry: Any,
+               limit: int) -> StartReport:
+    job = resolve_job(session, what)
+    if rm is not None and rm != job.rm:
+        raise OpsError(f"job {job.id} belongs to {job.rm}, not {rm}")
+    section = section_of(job, set())
+    if section in (Section.ACTIVE, Section.COMPLETED):
+        raise OpsError(f"job {job.id} is not waiting (it is {job.state.value}); "
+                       f"showstart answers for idle jobs")
+    plan = load_plan(session, str(job.rm), now, registry=registry)
+    core = plan.idle.get(str(job.id))
+    if core is None:
+        core = core_view(job)
+        rows = _estimates(plan, core, limit)
+        return _report(plan, what, core, rows, job.id,
+                       "the job is not in the idle queue (held or not yet queued): "
+                       "estimate as if it were released now")
+    started = plan.started.get(core.id)
+    if started is not None:
+        return _report(plan, what, core, [StartRow(now, dict(started.allocation))], job.id,
+                       "starts at the next iteration")
+    for res in plan.scheduler.reservations():
+        if res.job_id == core.id and res.start < INFINITE:
+            return _report(plan, what, core, [StartRow(from_epoch(res.start),
+                                                       dict(res.allocation))],
+                           job.id, "from the job's reservation")
+    return _report(plan, what, core, _estimates(plan, core, limit), job.id)
+
+
+@dataclass(frozen=True)
+class WindowRow:
+    """One showbf line: ``procs`` processors on ``nodes`` nodes free for ``duration``."""
+
+    procs: int
+    nodes: int
+    duration: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"procs": self.procs, "nodes": self.nodes, "duration": json_seconds(self.duration)}
+
+
+def show_backfill(session: Session, rm: str, now: datetime, *, min_duration: float | None = None,
+                  min_nodes: int | None = None, registry: Any = None) -> list[WindowRow]:
+    """showbf: processors free now and how long each level lasts, widest first; only
+    windows lasting at least ``min_duration`` on at least ``min_nodes`` nodes."""
+    plan = load_plan(session, rm, now, registry=registry)
+    rows = [WindowRow(w.procs, w.nodes, w.duration) for w in plan.scheduler.free_windows(plan.t)]
+    return [r for r in rows if (min_duration is None or r.duration >= min_duration)
+            and (min_nodes is None or r.nodes >= min_nodes)]

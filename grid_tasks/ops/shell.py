@@ -1,0 +1,86 @@
+"""The outside world of the operator commands: settings, SQL sessions, the heartbeat
+registry, iteration triggers and the Grid API, opened lazily and only when needed."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import datetime, timezone
+from typing import Any
+
+from sqlalchemy import exc as sa_exc
+from sqlalchemy.orm import Session
+
+from grid_tasks.errors import GridTasksError
+from grid_tasks.settings import Settings
+
+_migrated: set[str] = set()
+
+
+class OpsShell:
+    """One operator command's connections to a grid described by ``settings``."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self._grid: Any = None
+
+    @staticmethod
+    def now() -> datetime:
+        """The present (the only clock read of the operator commands)."""
+        return datetime.now(timezone.utc)
+
+    @contextmanager
+    def session(self) -> Iterator[Session]:
+        """One transaction on the grid's database (schema brought up to date first)."""
+        from grid_tasks.db import get_engine, migrate, session_factory, session_scope
+        from grid_tasks.db.errors import DatabaseError
+
+        url = self.settings.database_url
+        if url not in _migrated:
+            migrate(url)  # idempotent; a fresh state dir just shows an empty grid
+            _migrated.add(url)
+        try:
+            with session_scope(session_factory(get_engine(url))) as session:
+                yield session
+        except sa_exc.SQLAlchemyError as err:
+            # Keep the promise of one typed line: a database fault is not a traceback.
+            raise DatabaseError(f"database error: {' '.join(str(err).split())[:300]}") from None
+
+    def registry(self) -> Any | None:
+        """The node heartbeat registry, or None when Redis cannot be reached."""
+        from redis.exceptions import RedisError
+
+        from grid_tasks.node.registry import NodeRegistry
+
+        try:
+            registry = NodeRegistry.from_settings(self.settings)  # TLS options too
+            registry.client.ping()
+        except (GridTasksError, RedisError, OSError):
+            return None
+        return registry
+
+    def trigger(self, rm: str) -> bool:
+        """Ask for an iteration of ``rm`` now; False (and no error) when Redis is down."""
+        from kombu.exceptions import OperationalError
+        from redis.exceptions import RedisError
+
+        from grid_tasks.scheduling import trigger_iteration
+
+        grid = self.grid()
+        try:
+            trigger_iteration(grid.app, rm, client=grid.redis)
+        except (GridTasksError, RedisError, OperationalError, OSError):
+            return False
+        return True
+
+    def grid(self) -> Any:
+        """The Python API (``grid_tasks.client.Grid``) on the same settings."""
+        if self._grid is None:
+            from grid_tasks.client import Grid
+
+            self._grid = Grid(self.settings)
+        return self._grid
+
+    def close(self) -> None:
+        if self._grid is not None:
+            self._grid.close()

@@ -1,0 +1,89 @@
+"""Flower as ``grid-tasks up --flower`` starts it: basic auth, and readable task names.
+
+Runs the embedded stack (private redis-server, scheduler with beat, real node
+daemons, Flower) and talks to Flower's HTTP API.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import time
+import urllib.error
+import urllib.request
+from typing import Any
+
+import pytest
+
+from grid_tasks.celery_app import create_app
+from grid_tasks.embedded.stack import EmbeddedStack, StackOptions
+from grid_tasks.embedded.supervisor import leftover
+from grid_tasks.node.tasks import NODE_CHECK, check_options
+from tests.conftest import DEMO_TOPOLOGY
+
+pytestmark = pytest.mark.timeout(180)
+
+
+def _get(url: str, auth: str | None = None) -> tuple[int, Any]:
+    request = urllib.request.Request(url)
+    if auth:
+        request.add_header("Authorization", "Basic " + base64.b64encode(auth.encode()).decode())
+    try:
+        with urllib.request.urlopen(request, timeout=10) as reply:
+            return reply.status, json.loads(reply.read() or b"null")
+    except urllib.error.HTTPError as err:
+        return err.code, None
+
+
+def _wait(cond, timeout: float, what: str) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = cond()
+        if found:
+            return found
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+@pytest.fixture
+def stack(tmp_path):
+    stack = EmbeddedStack(StackOptions(topology_file=DEMO_TOPOLOGY, state_dir=tmp_path / "grid",
+                                       flower=True, heartbeat_interval=0.5, loglevel="WARNING"))
+    stack.start()
+    pids = stack.pids()
+    try:
+        yield stack
+    finally:
+        stack.stop()
+        assert leftover(pids) == [], "stack processes survived"
+
+
+def test_flower_needs_credentials_and_shows_readable_task_names(stack):
+    assert stack.flower_url and stack.flower_auth
+    api = stack.flower_url.rstrip("/") + "/api/"
+    user, password = stack.flower_auth.split(":", 1)
+    assert user and len(password) >= 12, "a generated, non-trivial password"
+    status = _wait(lambda: _get(api + "workers", stack.flower_auth)[0] == 200 or None, 30,
+                   "Flower to answer")
+    assert status
+    assert _get(api + "workers")[0] == 401, "the API must refuse anonymous callers"
+    assert _get(api + "tasks")[0] == 401
+    assert _get(api + "workers", f"{user}:wrong-{password}")[0] == 401
+
+    app = create_app(stack.settings)
+    try:
+        result = app.send_task(NODE_CHECK, **check_options("rmB", "node4"))
+        answer = result.get(timeout=30)
+    finally:
+        app.close()
+    assert answer["node"] == "node4"
+
+    def shown() -> dict[str, Any] | None:
+        code, tasks = _get(api + "tasks", stack.flower_auth)
+        assert code == 200
+        return (tasks or {}).get(result.id)
+
+    task = _wait(lambda: (t := shown()) and t.get("state") == "SUCCESS" and t, 30,
+                 "Flower to show the task")
+    assert task["name"] == "check node on rmB/node4"
+    assert task["args"] == "(rm='rmB', node='node4')"
