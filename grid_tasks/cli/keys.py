@@ -1,0 +1,196 @@
+"""``grid-tasks keys`` (signing keys, certificates) and ``grid-tasks gridmap`` (authorization)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import socket
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from grid_tasks.errors import GridTasksError
+from grid_tasks.security.config import KEYS_DIR
+from grid_tasks.security.errors import GridMapError
+from grid_tasks.settings import Settings
+
+
+def _now() -> dt.datetime:
+    return dt.datetime.now(dt.timezone.utc)
+
+
+def _keys_dir(directory: Path | None) -> Path:
+    return directory if directory is not None else Settings.from_env().state_dir / KEYS_DIR
+
+
+@click.group()
+def keys() -> None:
+    """Message-signing keys and certificates (no CA: each host signs its own).
+
+    \b
+    Typical use on every host of a grid:
+      grid-tasks keys init                  # key, certificate, trusted store
+      grid-tasks keys trust peer.pem        # trust each other host's certificate
+      export GRID_TASKS_SIGNING=1           # then every task message is signed
+    """
+
+
+@keys.command("init")
+@click.argument("directory", required=False, type=click.Path(path_type=Path))
+@click.option("--name", "common_name", default=None,
+              help="Certificate common name [default: grid_tasks@<hostname>].")
+@click.option("--days", default=365, show_default=True, type=click.IntRange(min=1),
+              help="Certificate lifetime.")
+@click.option("--host", "hosts", multiple=True,
+              help="DNS name or IP for the certificate (needed to serve TLS, e.g. Redis); "
+                   "repeatable.")
+@click.option("--key-size", default=3072, show_default=True,
+              type=click.Choice(["2048", "3072", "4096"]), help="RSA key size in bits.")
+@click.option("--force", is_flag=True, help="Replace an existing key.")
+@click.option("--json", "as_json", is_flag=True, help="Print the paths as JSON.")
+def init(directory: Path | None, common_name: str | None, days: int, hosts: tuple[str, ...],
+         key_size: str, force: bool, as_json: bool) -> None:
+    """Make a self-signed key and certificate in DIRECTORY [default: <state dir>/keys].
+
+    Writes worker.key (mode 0600), worker.pem and a trusted store certs/ that
+    already holds worker.pem.
+    """
+    from grid_tasks.security.keys import init_keys
+
+    target = _keys_dir(directory)
+    paths = init_keys(target, common_name or f"grid_tasks@{socket.gethostname()}", now=_now(),
+                      days=days, hosts=hosts, key_size=int(key_size), force=force)
+    if as_json:
+        click.echo(json.dumps({"key": str(paths.key), "cert": str(paths.cert),
+                               "cert_store": str(paths.cert_store), "env": paths.env()}))
+        return
+    click.echo(f"key         {paths.key}\ncertificate {paths.cert}\n"
+               f"trust store {paths.cert_store}\n\nTo sign every task message:")
+    for name, value in paths.env().items():
+        click.echo(f"  export {name}={value}")
+
+
+@keys.command("show")
+@click.argument("directory", required=False, type=click.Path(path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def show(directory: Path | None, as_json: bool) -> None:
+    """Show the certificate and the trusted store in DIRECTORY [default: <state dir>/keys]."""
+    from grid_tasks.security.config import CERT_FILE, KEY_FILE, STORE_DIR
+    from grid_tasks.security.keys import check_key_matches, describe, store_certificates
+
+    target = _keys_dir(directory)
+    own = describe(target / CERT_FILE)
+    check_key_matches(target / KEY_FILE, target / CERT_FILE)
+    store = store_certificates(target / STORE_DIR)
+    now = _now()
+    if as_json:
+        click.echo(json.dumps({"certificate": own.to_dict(now), "key": str(target / KEY_FILE),
+                               "trusted": [c.to_dict(now) for c in store]}))
+        return
+    table = Table(title=escape(f"certificates in {target}"))
+    for col in ("", "subject", "serial", "valid until", "sha256"):
+        table.add_column(col)
+    for label, cert in [("own", own)] + [("trusted", c) for c in store]:
+        until = cert.not_after.strftime("%Y-%m-%d %H:%MZ")
+        if cert.expired(now):
+            until = f"[red]{until} EXPIRED[/]"
+        table.add_row(label, escape(cert.subject), f"{cert.serial:x}"[:16], until,
+                      cert.fingerprint_sha256[:23] + "...")
+    Console().print(table)
+
+
+@keys.command("trust")
+@click.argument("cert", type=click.Path(path_type=Path, exists=True, dir_okay=False))
+@click.option("--store", type=click.Path(path_type=Path), default=None,
+              help="Trusted store directory [default: <state dir>/keys/certs].")
+@click.option("--name", default=None, help="File name in the store [default: <serial>.pem].")
+def trust_cmd(cert: Path, store: Path | None, name: str | None) -> None:
+    """Trust the signer whose certificate is CERT (copy it into the store)."""
+    from grid_tasks.security.config import STORE_DIR
+    from grid_tasks.security.keys import trust
+
+    target = trust(cert, store or _keys_dir(None) / STORE_DIR, name)
+    click.echo(f"trusted {cert} as {target}")
+
+
+@click.group()
+def gridmap() -> None:
+    """The grid map: which submitting identities run as which local accounts, per RM.
+
+    \b
+    Format (see config/grid-mapfile.example):
+      "/O=Grid/OU=Physics/CN=Alice Smith"  alice,asmith
+      [rmB]
+      "/O=Grid/OU=Physics/CN=Alice Smith"  alice_b
+    """
+
+
+def _load(path: Path | None) -> Any:
+    from grid_tasks.security.gridmap import GridMap
+
+    if path is None:
+        path = Settings.from_env().gridmap_file
+        if path is None:
+            raise GridTasksError("no grid map: pass --file FILE or set GRID_TASKS_GRIDMAP")
+    return GridMap.load(path)
+
+
+@gridmap.command("check")
+@click.argument("file", type=click.Path(path_type=Path))
+@click.option("--grid", "grid_file", type=click.Path(path_type=Path), default=None,
+              help="Also check that every [rm] section names an RM of this topology.")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def check(file: Path, grid_file: Path | None, as_json: bool) -> None:
+    """Parse FILE and list its mappings; exit 1 with line and column if malformed."""
+    from grid_tasks.topology import load_topology
+
+    try:
+        gm = _load(file)
+    except GridMapError as exc:
+        if not as_json:
+            raise
+        click.echo(json.dumps({"ok": False, "error": exc.to_dict()}))
+        raise SystemExit(1) from None
+    warnings = []
+    if grid_file is not None:
+        known = set(load_topology(grid_file).rms)
+        warnings = [f"section [{rm}] names no resource manager of {grid_file}"
+                    for rm in gm.unknown_rms(known)]
+    if as_json:
+        click.echo(json.dumps({"ok": True, **gm.to_dict(), "warnings": warnings}))
+        return
+    table = Table(title=escape(f"{file}: {len(gm.entries)} mappings"))
+    for col in ("line", "identity", "accounts", "rm"):
+        table.add_column(col)
+    for e in gm.entries:
+        table.add_row(str(e.line), escape(e.identity), ", ".join(e.accounts),
+                      e.rm or "(all)")
+    console = Console()
+    console.print(table)
+    for warning in warnings:
+        console.print(f"[yellow]warning:[/] {escape(warning)}")
+
+
+@gridmap.command("lookup")
+@click.argument("identity")
+@click.option("--rm", required=True, help="Resource manager the job would run on.")
+@click.option("--account", default=None, help="Ask for this one of the mapped accounts.")
+@click.option("--file", "file", type=click.Path(path_type=Path), default=None,
+              help="Grid map [default: $GRID_TASKS_GRIDMAP].")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def lookup(identity: str, rm: str, account: str | None, file: Path | None,
+           as_json: bool) -> None:
+    """The local account IDENTITY runs as on --rm (exit 1 if unauthorized)."""
+    granted = _load(file).authorize(identity, rm, account)
+    if as_json:
+        click.echo(json.dumps(granted.to_dict()))
+    else:
+        click.echo(f"{identity} -> {granted.name} on {rm} "
+                   f"(allowed: {', '.join(granted.allowed)}; line {granted.line})")
+
+
+__all__ = ["keys", "gridmap"]

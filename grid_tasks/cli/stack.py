@@ -1,0 +1,175 @@
+"""``grid-tasks up`` and ``grid-tasks demo``: a whole grid on this machine."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from grid_tasks.cli.nodes import nodes_table
+from grid_tasks.embedded.stack import EmbeddedStack, StackOptions, stop_on_signals
+from grid_tasks.settings import Settings, default_config_file
+
+
+def _options(topology: Path | None, state_dir: Path | None, flower: bool,
+             flower_port: int | None, heartbeat: float) -> StackOptions:
+    base = Settings.from_env()
+    return StackOptions(
+        topology_file=topology or default_config_file("demo-grid.toml"),
+        state_dir=state_dir or base.state_dir / "embedded",
+        flower=flower, flower_port=flower_port, heartbeat_interval=heartbeat)
+
+
+def stack_options(func: Any) -> Any:
+    """The options ``up`` and ``demo`` share."""
+    func = click.option("--heartbeat", type=click.FloatRange(min=0.1), default=1.0,
+                        show_default=True, help="Node heartbeat interval, seconds "
+                        "(a silent node is Unknown after two).")(func)
+    func = click.option("--state-dir", type=click.Path(path_type=Path),
+                        help="Where the stack keeps Redis, database and logs "
+                        "(default: <GRID_TASKS_STATE_DIR>/embedded).")(func)
+    func = click.option("--topology", type=click.Path(path_type=Path),
+                        help="Grid topology (default: config/demo-grid.toml).")(func)
+    return func
+
+
+def start_stack(console: Console, options: StackOptions) -> EmbeddedStack:
+    stack = EmbeddedStack(options)
+    with console.status("starting the grid...") as status:
+        stack.start(progress=lambda msg: status.update(msg + "..."))
+    return stack
+
+
+@click.command()
+@stack_options
+@click.option("--flower/--no-flower", default=False, help="Also start Flower (basic auth).")
+@click.option("--flower-port", type=click.IntRange(1, 65535), help="Flower port (default: free).")
+@click.option("--for", "duration", type=click.FloatRange(min=0), metavar="SECONDS",
+              help="Stop after SECONDS instead of waiting for Ctrl-C.")
+def up(topology: Path | None, state_dir: Path | None, heartbeat: float, flower: bool,
+       flower_port: int | None, duration: float | None) -> None:
+    """Run a whole grid here: private Redis, SQLite, scheduler with beat, node daemons.
+
+    Prints the GRID_TASKS_* variables that let other terminals use the grid
+    (e.g. ``grid-tasks nodes``).  Ctrl-C or SIGTERM stops every process.
+    """
+    console = Console()
+    options = _options(topology, state_dir, flower, flower_port, heartbeat)
+    with stop_on_signals():
+        started = time.monotonic()
+        stack = start_stack(console, options)
+        try:
+            _announce(console, stack, time.monotonic() - started)
+            _serve(stack, duration)
+        except KeyboardInterrupt:
+            pass
+        finally:
+            with console.status("stopping the grid..."):
+                stack.stop()
+    console.print("grid stopped; no process left behind.")
+
+
+def _announce(console: Console, stack: EmbeddedStack, elapsed: float) -> None:
+    assert stack.settings is not None
+    console.print(nodes_table(stack.registry().list_nodes(stack.topology), time.time(),
+                              title=f"grid up in {elapsed:.1f} s"))
+    console.print(f"`grid-tasks nodes --stack {stack.state_dir}` lists the nodes from another "
+                  "shell (no option needed with the default state dir); or export:",
+                  highlight=False, soft_wrap=True)
+    for key, value in stack.settings.to_env().items():
+        console.print(f"  export {key}='{value}'", soft_wrap=True, highlight=False)
+    if stack.flower_url:
+        console.print(f"Flower: {stack.flower_url} (user:password {stack.flower_auth})",
+                      highlight=False)
+    if stack.metrics_url:
+        console.print(f"Metrics: {stack.metrics_url}", highlight=False)
+    console.print(f"Logs: {stack.state_dir / 'logs'}.  Ctrl-C stops the grid.")
+
+
+def _serve(stack: EmbeddedStack, duration: float | None) -> None:
+    deadline = None if duration is None else time.monotonic() + duration
+    while deadline is None or time.monotonic() < deadline:
+        stack.supervisor.check()  # a dead daemon ends `up` with its log tail
+        time.sleep(0.2 if deadline is None else min(0.2, max(0.0, deadline - time.monotonic())))
+
+
+@click.command()
+@stack_options
+@click.option("--json", "as_json", is_flag=True, help="Print the node check results as JSON.")
+def demo(topology: Path | None, state_dir: Path | None, heartbeat: float,
+         as_json: bool) -> None:
+    """Bring the demo grid up, check every node through its daemon, run a few GRAM jobs
+    on each resource manager (live showq, then their outputs), then a coallocated (DUROC)
+    job across both RMs whose 5 processes pass one barrier and compute a global result;
+    bring it down.  Exits 1 if the coallocated job did not succeed."""
+    console = Console(stderr=as_json)
+    options = _options(topology, state_dir, False, None, heartbeat)
+    with stop_on_signals():
+        started = time.monotonic()
+        stack = start_stack(console, options)
+        try:
+            console.print(nodes_table(stack.registry().list_nodes(stack.topology), time.time(),
+                                      title=f"grid up in {time.monotonic() - started:.1f} s"))
+            results = run_node_checks(console, stack)
+            from grid_tasks.embedded.demo_jobs import run_demo_jobs
+
+            run_demo_jobs(console, stack.settings)
+            from grid_tasks.embedded.demo_coalloc import run_demo_coalloc
+
+            coalloc = run_demo_coalloc(console, stack.settings, stack.state_dir)
+        finally:
+            with console.status("stopping the grid..."):
+                stack.stop()
+    if as_json:
+        click.echo(json.dumps(results, indent=2))
+    else:
+        console.print(results_table(results))
+    console.print(f"demo done in {time.monotonic() - started:.1f} s; grid stopped.")
+    if coalloc["state"] != "DONE":
+        raise SystemExit(1)
+
+
+def run_node_checks(console: Console, stack: EmbeddedStack,
+                    timeout: float = 30.0) -> list[dict[str, Any]]:
+    """Send a node check to every node's queue and gather the answers."""
+    from celery.exceptions import TimeoutError as CeleryTimeout
+
+    from grid_tasks.celery_app import create_app
+    from grid_tasks.errors import ConnectivityError
+    from grid_tasks.node.tasks import NODE_CHECK, check_options
+
+    assert stack.settings is not None
+    app = create_app(stack.settings)
+    sent = [(rm, node, app.send_task(NODE_CHECK, **check_options(rm, node)))
+            for rm, node in stack.node_names()]
+    results = []
+    with console.status("checking nodes...") as status:
+        for done, (rm, node, res) in enumerate(sent, start=1):
+            status.update(f"checking nodes... {done}/{len(sent)} ({rm}/{node})")
+            try:
+                results.append(res.get(timeout=timeout))
+            except CeleryTimeout:
+                raise ConnectivityError(f"node {rm}/{node} did not answer its check "
+                                        f"within {timeout:g} s") from None
+    app.close()
+    return results
+
+
+def results_table(results: list[dict[str, Any]]) -> Table:
+    """The node check answers: which daemon answered, configured vs detected resources."""
+    table = Table(title="node check: each daemon reports itself")
+    for col in ("node", "answered by", "configured", "detected", "load"):
+        table.add_column(col)
+    for r in results:
+        conf, det = r.get("configured") or {}, r["detected"]
+        table.add_row(
+            f"{r['rm']}/{r['node']}", str(r["served_by"]["worker"]),
+            f"{conf.get('procs', '-')} cpu {conf.get('memory_mb', '-')} MB",
+            f"{det['procs']} cpu {det['memory_mb']} MB",
+            " ".join(f"{x:.1f}" for x in r["facts"].get("load_average", [])) or "-")
+    return table

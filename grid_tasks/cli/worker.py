@@ -1,0 +1,157 @@
+"""``grid-tasks worker``: a node daemon, a gatekeeper or the scheduler (a thin ``celery worker``)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import click
+
+from grid_tasks.errors import ConfigError
+from grid_tasks.settings import Settings
+from grid_tasks.topology import load_topology
+
+
+def worker_argv(*, rm: str | None, node: str | None, scheduler: bool, gatekeepers: bool,
+                beat: bool, settings: Settings, pool: str, concurrency: int | None,
+                loglevel: str, extra: tuple[str, ...] = ()) -> list[str]:
+    """The ``celery worker`` arguments for this role (without the program name)."""
+    from grid_tasks.celery_app import SCHEDULER_QUEUE, gatekeeper_queue, node_queue
+
+    queues: list[str] = []
+    if scheduler:
+        queues.append(SCHEDULER_QUEUE)
+        if gatekeepers:
+            topo = load_topology(settings.topology_file)
+            queues += [gatekeeper_queue(name) for name in topo.rms]
+    if rm and node:
+        queues.append(node_queue(rm, node))
+        name = f"{node}.{rm}"
+    elif rm:
+        queues.append(gatekeeper_queue(rm))
+        name = f"gram.{rm}"
+    else:
+        name = "scheduler"
+    argv = ["worker", "-Q", ",".join(queues), "-n", f"{name}@%h", "-P", pool,
+            "-l", loglevel, "-E", "--without-mingle", "--without-gossip"]
+    if concurrency:
+        argv += ["-c", str(concurrency)]
+    if beat:
+        # Always the HA scheduler (lease in Redis): an embedded beat must never run
+        # beside HA beats as a second, unfenced source of the same periodic tasks.
+        from grid_tasks.ha.config import SCHEDULER_CLASS
+
+        settings.state_dir.mkdir(parents=True, exist_ok=True)
+        # for `celery worker`, -S is --statedb: the beat scheduler needs the long option
+        argv += ["-B", "--scheduler", SCHEDULER_CLASS,
+                 "-s", str(settings.state_dir / "celerybeat-schedule")]
+    return argv + list(extra)
+
+
+def configured_app(settings: Settings, *, beat: bool) -> Any:
+    """The worker's Celery app; with ``beat`` configured for the HA beat scheduler
+    (``GRID_TASKS_BEAT_*`` lease options)."""
+    from grid_tasks.celery_app import create_app
+
+    app = create_app(settings)
+    if beat:
+        from grid_tasks.ha.config import BeatOptions, beat_config
+
+        app.conf.update(beat_config(settings, BeatOptions.from_env().with_identity()))
+    return app
+
+
+@click.command()
+@click.option("--rm", "rm", metavar="RM", help="Resource manager this worker serves.")
+@click.option("--node", metavar="NODE", help="Node of --rm: run as that node's daemon.")
+@click.option("--scheduler", is_flag=True, help="Consume the scheduler queue.")
+@click.option("--gatekeepers", is_flag=True,
+              help="With --scheduler: also serve every RM's gatekeeper queue (small grids).")
+@click.option("--beat", is_flag=True,
+              help="Embed a highly available beat (the iteration schedule; Redis lease, so "
+                   "it may run beside `grid-tasks beat` standbys).")
+@click.option("--topology", type=click.Path(path_type=Path),
+              help="Grid topology file (default: $GRID_TASKS_TOPOLOGY or config/grid.toml).")
+@click.option("-P", "--pool", default="threads", show_default=True,
+              type=click.Choice(["threads", "prefork", "solo"]), help="Celery pool.")
+@click.option("-c", "--concurrency", type=click.IntRange(min=1), help="Pool size.")
+@click.option("-l", "--loglevel", default="INFO", show_default=True, help="Celery log level.")
+@click.option("--check/--no-check", default=True, show_default=True,
+              help="Check broker and Redis (and, for --scheduler, the database) first.")
+@click.argument("celery_args", nargs=-1, type=click.UNPROCESSED)
+def worker(rm: str | None, node: str | None, scheduler: bool, gatekeepers: bool, beat: bool,
+           topology: Path | None, pool: str, concurrency: int | None, loglevel: str,
+           check: bool, celery_args: tuple[str, ...]) -> None:
+    """Run a worker: node daemon (--rm RM --node NODE), gatekeeper (--rm RM) or scheduler.
+
+    A node daemon registers its resources (as configured in the topology) and
+    heartbeats into Redis; stop it and the node shows Unknown after the
+    heartbeat TTL.  Settings come from GRID_TASKS_* variables.  Arguments after
+    ``--`` go to ``celery worker`` unchanged.
+
+    \b
+    Examples:
+      grid-tasks worker --rm rmA --node node1     node daemon of rmA/node1
+      grid-tasks worker --rm rmA                  rmA's GRAM gatekeeper (gram.rmA)
+      grid-tasks worker --scheduler --beat        scheduler queue and beat
+      grid-tasks worker --rm rmA -- --autoscale=4,1
+    """
+    if topology is not None:
+        os.environ["GRID_TASKS_TOPOLOGY"] = str(topology)
+    settings = Settings.from_env()
+    _validate(rm, node, scheduler, gatekeepers, settings)
+    argv = worker_argv(rm=rm, node=node, scheduler=scheduler, gatekeepers=gatekeepers,
+                       beat=beat, settings=settings, pool=pool, concurrency=concurrency,
+                       loglevel=loglevel, extra=celery_args)
+    # The node daemon bootstep reads its identity from these (also for plain `celery worker`).
+    os.environ.pop("GRID_TASKS_RM", None)
+    os.environ.pop("GRID_TASKS_NODE", None)
+    if rm:
+        os.environ["GRID_TASKS_RM"] = rm
+    if node:
+        os.environ["GRID_TASKS_NODE"] = node
+    from grid_tasks.celery_app import check_connectivity
+
+    if check:
+        check_connectivity(settings)
+        if scheduler:
+            sync_topology(settings)
+    configured_app(settings, beat=beat).worker_main(argv)
+
+
+def sync_topology(settings: Settings) -> bool:
+    """Bring the database's RMs and nodes in line with the topology (the scheduler owns it).
+
+    Fails with a one-line ConnectivityError when the database is unreachable.
+    """
+    try:
+        from grid_tasks import db
+    except ImportError:
+        return False
+    topo = load_topology(settings.topology_file)
+    try:
+        factory = db.session_factory(db.get_engine(settings.database_url))
+        with db.session_scope(factory) as session:
+            db.sync_topology(session, topo)
+    finally:
+        db.dispose_engines(settings.database_url)
+    return True
+
+
+def _validate(rm: str | None, node: str | None, scheduler: bool, gatekeepers: bool,
+              settings: Settings) -> None:
+    if node and not rm:
+        raise click.UsageError("--node needs --rm")
+    if not rm and not scheduler:
+        raise click.UsageError("say what to serve: --rm RM [--node NODE] and/or --scheduler")
+    if gatekeepers and not scheduler:
+        raise click.UsageError("--gatekeepers goes with --scheduler")
+    if rm:
+        topo = load_topology(settings.topology_file)
+        if node:
+            topo.node(rm, node)  # NotFoundError names the known ones
+        else:
+            topo.rm(rm)
+    elif not settings.topology_file.exists() and gatekeepers:
+        raise ConfigError("topology file not found", source=str(settings.topology_file))

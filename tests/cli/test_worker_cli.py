@@ -1,0 +1,94 @@
+"""``grid-tasks worker``: roles, validation and one-line errors."""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+from click.testing import CliRunner
+
+from grid_tasks.cli import main
+from grid_tasks.cli.worker import worker_argv
+
+
+def _run(args, env):
+    return CliRunner().invoke(main, args, env=env)
+
+
+def test_argv_for_each_role(settings):
+    common = dict(settings=settings, pool="threads", concurrency=None, loglevel="INFO")
+    node = worker_argv(rm="rmA", node="node1", scheduler=False, gatekeepers=False,
+                       beat=False, **common)
+    assert node[node.index("-Q") + 1] == "node.rmA.node1"
+    assert node[node.index("-n") + 1] == "node1.rmA@%h"
+    gate = worker_argv(rm="rmB", node=None, scheduler=False, gatekeepers=False, beat=False,
+                       **common)
+    assert gate[gate.index("-Q") + 1] == "gram.rmB"
+    sched = worker_argv(rm=None, node=None, scheduler=True, gatekeepers=True, beat=True,
+                        **common)
+    assert sched[sched.index("-Q") + 1] == "scheduler,gram.rmA,gram.rmB"
+    assert "-B" in sched and str(settings.state_dir) in sched[sched.index("-s") + 1]
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--rm", "rmZ"], "unknown resource manager 'rmZ'"),
+    (["--rm", "rmA", "--node", "node3"], "unknown node 'node3' in resource manager 'rmA'"),
+])
+def test_unknown_names_are_one_line_errors(args, words, grid_env):
+    result = _run(["worker", *args], grid_env)
+    assert result.exit_code == 1
+    assert result.stderr.startswith("error: ") and words in result.stderr
+    assert "Traceback" not in result.output + result.stderr
+
+
+def test_usage_mistakes(grid_env):
+    assert _run(["worker", "--node", "node1"], grid_env).exit_code == 2
+    assert _run(["worker"], grid_env).exit_code == 2
+
+
+def test_malformed_topology_names_file_line_and_key(grid_env, tmp_path):
+    bad = tmp_path / "grid.toml"
+    bad.write_text("[rm.rmA.node.node1]\nprocs = -4\n")
+    result = _run(["worker", "--topology", str(bad), "--rm", "rmA", "--node", "node1"],
+                  grid_env)
+    assert result.exit_code == 1
+    assert f"{bad}:2:1: procs must be at least 1, got -4 (key 'rm.rmA.node.node1.procs')" \
+        in result.stderr
+
+
+def test_unreachable_broker_subprocess_one_line_no_traceback(grid_env, grid_tasks_command):
+    env = {**grid_env, "GRID_TASKS_BROKER_URL": "redis://127.0.0.1:1/1"}
+    proc = subprocess.run([*grid_tasks_command, "worker", "--rm", "rmA", "--node", "node1"],
+                          env=env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 1
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: cannot reach the broker")
+    assert "Traceback" not in proc.stderr
+
+
+def test_bad_setting_is_named(grid_env):
+    result = _run(["worker", "--rm", "rmA"],
+                  {**grid_env, "GRID_TASKS_HEARTBEAT_INTERVAL": "often"})
+    assert result.exit_code == 1
+    assert "GRID_TASKS_HEARTBEAT_INTERVAL" in result.stderr
+
+
+def test_unreachable_database_stops_the_scheduler(grid_env):
+    env = {**grid_env,
+           "GRID_TASKS_DATABASE_URL": "postgresql+psycopg://grid:secret@127.0.0.1:1/grid"}
+    result = _run(["worker", "--scheduler"], env)
+    assert result.exit_code == 1
+    assert result.stderr.startswith("error: cannot reach database")
+    assert "secret" not in result.stderr and "Traceback" not in result.stderr
+
+
+def test_scheduler_syncs_topology_into_the_database(settings):
+    db = pytest.importorskip("grid_tasks.db")
+    from grid_tasks.cli.worker import sync_topology
+
+    db.migrate(settings.database_url)
+    assert sync_topology(settings)
+    factory = db.session_factory(db.get_engine(settings.database_url))
+    with db.session_scope(factory) as session:
+        assert db.get_node(session, "rmB", "node4").procs == 2
+    db.dispose_engines(settings.database_url)
