@@ -1,0 +1,202 @@
+"""GRAM on Celery, measured in one run on the embedded demo grid.
+
+(a) bare Celery round trip (one no-op task, waited for) and throughput (N at once);
+(b) submit-to-ACTIVE and submit-to-DONE latency (p50, p95) of /bin/true jobs, one at a time;
+(c) throughput of many /bin/true jobs submitted at once through the demo grid.
+Ratios are to (a), measured on the same Redis in the same run.  The bare tasks run on
+the grid's own scheduler-queue workers (same processes, same thread pools).
+
+On a shared host the ratios move with the other load, so the CPU seconds every process
+of the run (workers, redis-server, this client) spent per bare task and per job are
+printed too: their ratio is the throughput ratio the design allows when CPU is what
+limits, whatever else the machine runs.
+
+    .venv/bin/python benchmarks/bench_gram.py [--jobs 1000] [--latency-jobs 40]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import statistics
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
+
+
+class Listener(threading.Thread):
+    """Records when each job's ACTIVE and DONE events arrive (pattern subscription)."""
+
+    def __init__(self, client) -> None:
+        super().__init__(daemon=True)
+        self.pubsub = client.pubsub(ignore_subscribe_messages=True)
+        self.pubsub.psubscribe("grid_tasks:job:*:events")
+        self.seen: dict[tuple[int, str], float] = {}
+        self.done = threading.Condition()
+
+    def run(self) -> None:
+        try:
+            self._listen()
+        except Exception:  # the connection closes when the benchmark ends
+            return
+
+    def _listen(self) -> None:
+        for message in self.pubsub.listen():
+            if message["type"] != "pmessage":
+                continue
+            event = json.loads(message["data"])
+            with self.done:
+                self.seen.setdefault((event["job"], event["state"]), time.perf_counter())
+                self.done.notify_all()
+
+    def wait_for(self, jobs: list[int], state: str, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        with self.done:
+            while not all((j, state) in self.seen or (j, "FAILED") in self.seen for j in jobs):
+                if not self.done.wait(max(0.0, deadline - time.monotonic())):
+                    missing = [j for j in jobs if (j, state) not in self.seen]
+                    raise SystemExit(f"timed out: {len(missing)} jobs never {state}")
+
+
+class CpuMeter:
+    """CPU seconds (user + system) spent by the stack's processes and this one, with the
+    children they reaped (the jobs' own processes)."""
+
+    def __init__(self, stack) -> None:
+        import psutil
+
+        self.procs = [psutil.Process(p) for p in stack.pids()] + [psutil.Process()]
+        self.start = 0.0
+
+    def total(self) -> float:
+        import psutil
+
+        spent = 0.0
+        for proc in self.procs:
+            try:
+                times = proc.cpu_times()
+                spent += times.user + times.system + times.children_user \
+                    + times.children_system
+            except psutil.Error:
+                continue
+        return spent
+
+    def __enter__(self) -> "CpuMeter":
+        self.start = self.total()
+        return self
+
+    def __exit__(self, *_) -> None:
+        self.spent = self.total() - self.start
+
+
+def bare(app, n: int, meter=None) -> tuple[float, float, float]:
+    from grid_tasks.scheduling.tasks import PING
+
+    for _ in range(20):  # warm up connections and the worker
+        app.send_task(PING).get(timeout=30)
+    trips = []
+    for _ in range(100):
+        t0 = time.perf_counter()
+        app.send_task(PING).get(timeout=30)
+        trips.append(time.perf_counter() - t0)
+    with meter or contextlib.nullcontext() as cpu:
+        t0 = time.perf_counter()
+        results = [app.send_task(PING) for _ in range(n)]
+        for r in results:
+            r.get(timeout=120)
+        rate = n / (time.perf_counter() - t0)
+    return statistics.median(trips), rate, (cpu.spent / n if meter else 0.0)
+
+
+def latency(grid, listener: Listener, n: int) -> tuple[list[float], list[float]]:
+    to_active, to_done = [], []
+    for i in range(n + 3):
+        t0 = time.perf_counter()
+        job = grid.submit("&(executable=/bin/true)", rm="rmA" if i % 2 else "rmB")
+        listener.wait_for([job.id], "DONE", 60)
+        if i < 3:
+            continue  # warm-up
+        to_active.append(listener.seen[(job.id, "ACTIVE")] - t0)
+        to_done.append(listener.seen[(job.id, "DONE")] - t0)
+    return to_active, to_done
+
+
+def throughput(grid, listener: Listener, n: int, progress, clients: int) -> float:
+    """All jobs submitted by ``clients`` threads at once; the clock stops at the last DONE."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def one(i: int) -> int:
+        job_id = grid.submit("&(executable=/bin/true)", rm="rmA" if i % 3 else "rmB").id
+        progress()
+        return job_id
+
+    t0 = time.perf_counter()
+    with ThreadPoolExecutor(clients) as pool:
+        ids = list(pool.map(one, range(n)))
+    listener.wait_for(ids, "DONE", 600)
+    return n / (time.perf_counter() - t0)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--jobs", type=int, default=1000)
+    parser.add_argument("--latency-jobs", type=int, default=40)
+    parser.add_argument("--clients", type=int, default=4,
+                        help="submitting threads in (c) (default 4)")
+    parser.add_argument("--logs", type=Path,
+                        help="keep the grid's logs (INFO: one line per iteration) here")
+    args = parser.parse_args()
+
+    from rich.progress import Progress
+
+    from grid_tasks.celery_app import create_app
+    from grid_tasks.client import Grid
+    from grid_tasks.embedded.stack import EmbeddedStack, StackOptions
+
+    with tempfile.TemporaryDirectory() as tmp:
+        stack = EmbeddedStack(StackOptions(state_dir=Path(tmp) / "grid",
+                                           loglevel="INFO" if args.logs else "WARNING"))
+        settings = stack.start()
+        try:
+            app, grid = create_app(settings), Grid(settings)
+            listener = Listener(grid.redis)
+            listener.start()
+            trip, bare_rate, bare_cpu = bare(app, args.jobs, CpuMeter(stack))
+            active, done = latency(grid, listener, args.latency_jobs)
+            with Progress() as bar, CpuMeter(stack) as meter:
+                task = bar.add_task("submitting", total=args.jobs)
+                rate = throughput(grid, listener, args.jobs,
+                                  lambda: bar.advance(task), args.clients)
+            job_cpu = meter.spent / args.jobs
+            grid.close()
+            app.close()
+        finally:
+            stack.stop()
+            if args.logs:
+                import shutil
+
+                shutil.copytree(stack.state_dir / "logs", args.logs, dirs_exist_ok=True)
+    p50a, p95a = percentile(active, 0.5), percentile(active, 0.95)
+    p50d, p95d = percentile(done, 0.5), percentile(done, 0.95)
+    print(f"(a) bare Celery round trip p50 {trip * 1e3:.2f} ms; "
+          f"throughput {bare_rate:.0f} tasks/s ({args.jobs} tasks)")
+    print(f"(b) submit->ACTIVE p50 {p50a * 1e3:.1f} ms, p95 {p95a * 1e3:.1f} ms "
+          f"({p50a / trip:.1f}x bare round trip; target <= 5x)")
+    print(f"    submit->DONE   p50 {p50d * 1e3:.1f} ms, p95 {p95d * 1e3:.1f} ms "
+          f"({p50d / trip:.1f}x bare round trip)")
+    print(f"(c) {args.jobs} /bin/true jobs from {args.clients} clients: {rate:.1f} jobs/s "
+          f"({100 * rate / bare_rate:.0f}% of bare task throughput; target >= 30%)")
+    print(f"    CPU of all processes: {bare_cpu * 1e3:.1f} ms per bare task, "
+          f"{job_cpu * 1e3:.1f} ms per job ({100 * bare_cpu / job_cpu:.0f}%: the throughput "
+          "ratio when CPU is the limit)")
+
+
+if __name__ == "__main__":
+    main()

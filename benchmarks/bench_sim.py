@@ -1,0 +1,136 @@
+"""Whole-trace replays of SDSC-SP2, CTC-SP2 and KTH-SP2: speed, memory, fidelity.
+
+    .venv/bin/python benchmarks/bench_sim.py                 # every trace and policy
+    .venv/bin/python benchmarks/bench_sim.py --policies easy # the issue's headline runs
+    .venv/bin/python benchmarks/bench_sim.py --profile CTC-SP2:conservative
+
+Each (trace, policy) replay runs in a fresh child process so that its peak
+resident memory (``ru_maxrss``) is its own.  Printed per run: wall time (reading
+the gzipped trace included), jobs per second, events per second, peak memory,
+the speed-up over the reference simulator's EASY times measured on a machine
+like this one (15 s, 105 s, 17 s) and the deviation of mean wait / bsld from the
+reference table.  ``--profile`` prints the cProfile hot spots of one replay.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import json
+import pstats
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+WORKLOADS = ROOT / ".." / "shared" / "workloads"
+TRACES = {
+    "SDSC-SP2": ("SDSC-SP2-1998-4.2-cln.swf.gz", 128, 15.0),
+    "CTC-SP2": ("CTC-SP2-1996-3.1-cln.swf.gz", 338, 105.0),
+    "KTH-SP2": ("KTH-SP2-1996-2.1-cln.swf.gz", 100, 17.0),
+}
+POLICIES = ("easy", "fcfs", "conservative")
+# The README's whole-trace reference figures: (mean wait s, mean bsld) per policy.
+REFERENCE = {
+    "SDSC-SP2": {"fcfs": (1_536_411.9, 13_985.1), "easy": (20_637.3, 88.537),
+                 "conservative": (21_641.7, 93.445)},
+    "CTC-SP2": {"fcfs": (655_548.4, 3_655.5), "easy": (13_758.1, 47.934),
+                "conservative": (17_589.1, 54.026)},
+    "KTH-SP2": {"fcfs": (354_176.0, 6_821.9), "easy": (6_899.7, 92.736),
+                "conservative": (7_297.6, 88.180)},
+}
+
+
+def replay_once(trace: str, policy: str) -> dict:
+    """One whole-trace replay with pyss conventions, timed (run in a child process)."""
+    from grid_tasks.sim.replay import ClusterSpec, Replay
+
+    name, procs, _ = TRACES[trace]
+    begin = time.perf_counter()
+    result = Replay([ClusterSpec(WORKLOADS / name, procs)], policy=policy, conventions="pyss").run()
+    wall = time.perf_counter() - begin
+    summary = result.summary
+    assert summary is not None
+    return {"trace": trace, "policy": policy, "wall_s": wall, "jobs": len(result.jobs),
+            "events": result.events, "mean_wait_s": summary.mean_wait_s,
+            "mean_bsld": summary.mean_bsld, "utilization": summary.utilization,
+            "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+
+
+def run_child(trace: str, policy: str, timeout: float) -> dict | None:
+    cmd = [sys.executable, __file__, "--child", f"{trace}:{policy}"]
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=True)
+    except subprocess.TimeoutExpired:
+        return None
+    except subprocess.CalledProcessError as exc:
+        sys.exit(f"replay {trace}/{policy} failed:\n{exc.stderr}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def report(row: dict) -> str:
+    trace, policy = row["trace"], row["policy"]
+    ref_wait, ref_bsld = REFERENCE[trace][policy]
+    text = (f"{trace:9} {policy:13} {row['wall_s']:8.2f} s {row['jobs'] / row['wall_s']:10,.0f} jobs/s "
+            f"{row['events'] / row['wall_s']:10,.0f} events/s {row['peak_rss_mb']:7.1f} MB  "
+            f"wait {100 * (row['mean_wait_s'] / ref_wait - 1):+.3f}%  "
+            f"bsld {100 * (row['mean_bsld'] / ref_bsld - 1):+.3f}%")
+    if policy == "easy":
+        ref_s = TRACES[trace][2]
+        text += f"  reference {ref_s:.0f} s -> {ref_s / row['wall_s']:.1f}x faster"
+    return text
+
+
+def profile(target: str, top: int) -> None:
+    trace, policy = target.split(":")
+    profiler = cProfile.Profile()
+    profiler.enable()
+    row = replay_once(trace, policy)
+    profiler.disable()
+    print(f"{trace} {policy}: {row['wall_s']:.2f} s under the profiler")
+    stats = pstats.Stats(profiler).strip_dirs()
+    stats.sort_stats("tottime").print_stats(top)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--traces", default=",".join(TRACES), help="comma-separated trace names")
+    parser.add_argument("--policies", default=",".join(POLICIES), help="comma-separated policies")
+    parser.add_argument("--timeout", type=float, default=900.0, help="seconds per replay")
+    parser.add_argument("--profile", metavar="TRACE:POLICY", help="profile one replay instead")
+    parser.add_argument("--top", type=int, default=20, help="hot spots shown by --profile")
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        print(json.dumps(replay_once(*args.child.split(":"))))
+        return
+    missing = [n for n, (f, _, _) in TRACES.items() if not (WORKLOADS / f).exists()]
+    if missing:
+        sys.exit(f"shared workloads not found beside the checkout ({WORKLOADS}): {missing}")
+    if args.profile:
+        profile(args.profile, args.top)
+        return
+    print("whole-trace replays, pyss conventions (wall time includes reading the trace)")
+    worst_ratio, peak = float("inf"), 0.0
+    for trace in args.traces.split(","):
+        for policy in args.policies.split(","):
+            row = run_child(trace, policy, args.timeout)
+            if row is None:
+                print(f"{trace:9} {policy:13} timed out after {args.timeout:.0f} s")
+                continue
+            print(report(row), flush=True)
+            peak = max(peak, row["peak_rss_mb"])
+            if policy == "easy":
+                worst_ratio = min(worst_ratio, TRACES[trace][2] / row["wall_s"])
+    if worst_ratio != float("inf"):
+        print(f"EASY: slowest speed-up over the reference {worst_ratio:.1f}x (target >= 10x)")
+    print(f"largest peak memory {peak:.1f} MB (target < 1024 MB)")
+
+
+if __name__ == "__main__":
+    main()
