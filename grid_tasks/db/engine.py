@@ -125,12 +125,14 @@ class _WriterQueue:
         self.path = f"{database}-writer.lock"
         self.urgent_path = f"{database}-urgent.lock"  # shared-locked by urgent waiters
         self.held: dict[int, int] = {}  # id(DBAPI connection) -> fd holding the lock
+        self.holders: dict[int, int] = {}  # thread ident -> id(DBAPI connection) holding
         self.mutex = threading.Lock()
 
     def acquire(self, dbapi_conn: Any) -> None:
         dbapi_conn = _raw(dbapi_conn)
         if id(dbapi_conn) in self.held:
             return
+        self._refuse_self_deadlock(id(dbapi_conn))
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
         urgent = getattr(_priority, "depth", 0) > 0
         marker = self._announce() if urgent else None
@@ -147,6 +149,18 @@ class _WriterQueue:
             return  # let SQLite's busy timeout decide, as without the queue
         with self.mutex:
             self.held[id(dbapi_conn)] = fd
+            self.holders[threading.get_ident()] = id(dbapi_conn)
+
+    def _refuse_self_deadlock(self, conn_id: int) -> None:
+        """A thread already writing through another connection would wait for itself
+        (the writer lock, then SQLite's own): fail at once, naming the cause."""
+        with self.mutex:
+            other = self.holders.get(threading.get_ident())
+            busy = other is not None and other != conn_id and other in self.held
+        if busy:
+            raise DatabaseError("nested write: this thread already holds an open write "
+                                "transaction of the same SQLite database on another "
+                                "connection; commit it first (waiting would deadlock)")
 
     def _wait(self, fd: int, urgent: bool) -> bool:
         """Poll for the writer lock; ordinary writers stand back while an urgent one waits."""
@@ -183,8 +197,12 @@ class _WriterQueue:
             os.close(fd)
 
     def release(self, dbapi_conn: Any) -> None:
+        conn_id = id(_raw(dbapi_conn))
         with self.mutex:
-            fd = self.held.pop(id(_raw(dbapi_conn)), None)
+            fd = self.held.pop(conn_id, None)
+            for thread, held in list(self.holders.items()):
+                if held == conn_id:
+                    del self.holders[thread]
         if fd is not None:
             os.close(fd)  # closing the only fd of the lock releases it
 

@@ -116,3 +116,26 @@ def test_a_lock_held_too_long_leaves_it_to_sqlite(tmp_path, monkeypatch):
     with engine.connect() as conn:
         assert conn.execute(text("SELECT who FROM t")).scalar() == "late"
     engine.dispose()
+
+
+def test_a_nested_write_on_a_second_connection_fails_at_once(tmp_path):
+    """The same thread writing through two connections would wait for itself (writer
+    lock, then SQLite's busy timeout: a minute); it is refused at once instead."""
+    import pytest
+
+    from grid_tasks.db.errors import DatabaseError
+
+    engine = _engine(tmp_path)
+    with engine.connect() as outer, engine.connect() as inner:
+        outer.execute(text("INSERT INTO t (who) VALUES ('outer')"))
+        started = time.monotonic()
+        with pytest.raises(DatabaseError, match="nested write"):
+            inner.execute(text("INSERT INTO t (who) VALUES ('inner')"))
+        assert time.monotonic() - started < 1
+        inner.rollback()
+        outer.commit()
+        inner.execute(text("INSERT INTO t (who) VALUES ('after')"))  # free again
+        inner.commit()
+        assert [r[0] for r in inner.execute(text("SELECT who FROM t ORDER BY id"))] \
+            == ["outer", "after"]
+    engine.dispose()
