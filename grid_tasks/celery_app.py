@@ -200,6 +200,19 @@ def security_config(settings: Settings) -> dict[str, Any]:
     return conf
 
 
+#: Redis broker sockets never block for ever.  Without a timeout a consumer whose
+#: event loop reads a BRPOP reply that never comes (a half-open connection, or a
+#: readiness event left over from a dropped socket) waits in ``recv`` for good: it
+#: stops consuming and cannot even be shut down (kombu's own BRPOP health check runs
+#: on that same, blocked loop).  With one, the read fails after 10 s (BRPOP replies
+#: within 1 s), which is a connection error: the consumer reconnects.
+REDIS_SOCKET_OPTIONS: dict[str, Any] = {
+    "socket_timeout": 10.0,
+    "socket_connect_timeout": 5.0,
+    "socket_keepalive": True,
+}
+
+
 def celery_config(settings: Settings) -> dict[str, Any]:
     """The Celery configuration for ``settings`` (a plain dict, easy to inspect in tests)."""
     transport = {
@@ -207,6 +220,8 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "unacked_restore_interval": restore_interval(settings.visibility_timeout),
         "unacked_restore_throttle": 1,
     }
+    if settings.broker_url.startswith(("redis://", "rediss://", "unix://")):
+        transport.update(REDIS_SOCKET_OPTIONS)
     conf = {
         "broker_url": settings.broker_url,
         "result_backend": settings.result_backend,

@@ -54,6 +54,14 @@ def test_config_is_json_only_and_restores_lost_tasks_within_a_minute():
     assert LAUNCH_CRITICAL == {"acks_late": True, "reject_on_worker_lost": True}
 
 
+def test_redis_broker_sockets_time_out_but_outlast_a_brpop():
+    redis_conf = celery_config(Settings.from_env({}))["broker_transport_options"]
+    assert 1 < redis_conf["socket_timeout"] <= 30  # kombu's BRPOP waits 1 s server-side
+    assert redis_conf["socket_connect_timeout"] > 0 and redis_conf["socket_keepalive"]
+    amqp = Settings.from_env({"GRID_TASKS_BROKER_URL": "amqp://guest:guest@127.0.0.1//"})
+    assert "socket_timeout" not in celery_config(amqp)["broker_transport_options"]
+
+
 def test_task_names_are_namespaced_by_module(celery_app_factory):
     app = celery_app_factory()
     app.loader.import_default_modules()

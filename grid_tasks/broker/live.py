@@ -188,16 +188,16 @@ class Broker:
             plan_now = planned or self.plan(comps, now=now, requester=requester,
                                             not_before=not_before, group=group)
             try:
-                return self._enact(plan_now, job_key, requester, allow_early, group)
+                return self._enact(plan_now, job_key, requester, allow_early, group, now)
             except CoReservationRefused as refused:
                 tried += [{**a, "round": round_} for a in refused.attempts]
                 warnings = plan_now.warnings
         raise CoReservationRefused(job_key, tried, warnings)
 
     def _enact(self, planned: Planned, job_key: str, requester: Requester | None,
-               allow_early: bool, group: str | None) -> CoReservation:
+               allow_early: bool, group: str | None, now: float) -> CoReservation:
         """One walk of the enactor over ``planned``'s candidates."""
-        self._ensure_capacities(planned.schedules)
+        self._ensure_capacities(planned.schedules, now)
         enactor = _TrackingEnactor(self.store, owner=f"broker-{job_key}", ttl=self.ttl)
         holds = RmHolds(self.remote, enactor, job_key, [c.label for c in planned.components],
                         allow_early, requester_dict(requester, group))
@@ -256,9 +256,22 @@ class Broker:
         """Release the confirmed tokens of ``job_key`` (its group in the token store)."""
         return self.store.release([t for t in self.store.tokens() if t.group == job_key])
 
-    def _ensure_capacities(self, schedules: Sequence[Schedule]) -> None:
+    def _ensure_capacities(self, schedules: Sequence[Schedule], now: float) -> None:
         """Register the capacity of every node a schedule claims that the store lacks
-        (a fresh token store); existing capacities are left as they are."""
+        (a fresh token store); existing capacities are left as they are.
+
+        With a database, a store that lost its state is first restored from SQL (the
+        durable reservations mirrored back): capacities alone would let this broker
+        take tokens over reservations the store no longer shows."""
+        if self.sessions is not None:
+            from grid_tasks.db import session_scope
+            from grid_tasks.scheduling.grid_reservations import ensure_restored
+
+            try:
+                with session_scope(self.sessions) as session:
+                    ensure_restored(self.store, session, now)
+            except Exception as exc:  # noqa: BLE001 - the RMs' reserve still vetoes
+                log.warning("token store not restored from SQL before enacting: %s", exc)
         wanted = {f"{p.rm}/{n}" for s in schedules for p in s.placements for n, _ in p.nodes}
         have = self.store.capacities()
         missing = wanted - set(have)

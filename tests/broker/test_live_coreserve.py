@@ -269,3 +269,27 @@ def test_a_coreservation_that_cannot_be_recorded_is_released(live, broker):
                          requester=ME)
     assert grid_rows(live, key) == [] and held_tokens(broker, key) == []
     assert scan(broker.store).ok
+
+
+def test_a_broker_on_a_store_that_lost_its_state_restores_it_before_taking(live, broker):
+    """Capacities alone would let tokens through over reservations the lost store no
+    longer shows: the broker mirrors SQL's durable reservations back first."""
+    from grid_tasks.broker.tokens import TokenStore
+
+    key = new_job_key("test")
+    block_node3(live, f"block-{key}")
+    broker.store = TokenStore(broker.store.client, prefix=f"lost-{key}")
+    broker._fetch = fixed_estimates({"rmA": {"node1": 4}, "rmB": {"node3": 2}})
+    try:
+        with pytest.raises(CoReservationRefused):
+            broker.coreserve(broker.components(TWO_RMS, ME), now=time.time(), job_key=key,
+                             requester=ME)
+        mirrored = {t.group for t in broker.store.tokens() if t.confirmed}
+        assert f"sql.rmB.block-{key}" in mirrored
+        assert held_tokens(broker, key) == []
+    finally:
+        unblock(live, f"block-{key}")
+        keys = list(broker.store.client.scan_iter(match=f"lost-{key}*"))
+        if keys:
+            broker.store.client.delete(*keys)
+    assert grid_rows(live, key) == []
