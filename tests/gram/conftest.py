@@ -74,20 +74,24 @@ def module_grid(redis_server: Any, tmp_path_factory: pytest.TempPathFactory) -> 
 
 
 def _live_grid(redis_server: Any, tmp_path_factory: pytest.TempPathFactory,
-               db_url: str | None, dbs: tuple[int, int, int] = (4, 5, 6)) -> Iterator[LiveGrid]:
+               db_url: str | None, dbs: tuple[int, int, int] = (4, 5, 6),
+               scheduler_process: bool = False) -> Iterator[LiveGrid]:
+    """A live grid; its scheduler worker runs in this process (threads), or with
+    ``scheduler_process`` as a ``grid-tasks worker --scheduler`` subprocess, as in
+    production (for fault tests that must not share a process with the test's clients)."""
     base = tmp_path_factory.mktemp("grid")
     # Each live grid gets its own redis-server, stopped with the grid: a worker of an
     # earlier grid that failed to shut down can then never consume this grid's tasks.
     own = RedisServer(base / "redis")
     own.start()
     try:
-        yield from _grid_on(own, base, db_url, dbs)
+        yield from _grid_on(own, base, db_url, dbs, scheduler_process)
     finally:
         own.stop()
 
 
 def _grid_on(redis_server: Any, base: Path, db_url: str | None,
-             dbs: tuple[int, int, int]) -> Iterator[LiveGrid]:
+             dbs: tuple[int, int, int], scheduler_process: bool) -> Iterator[LiveGrid]:
     from celery.contrib.testing.worker import start_worker
 
     from grid_tasks import db
@@ -109,10 +113,16 @@ def _grid_on(redis_server: Any, base: Path, db_url: str | None,
     grid = Grid(settings)
     live = LiveGrid(settings, grid, {}, supervisor, env)
     with ExitStack() as stack:
-        stack.enter_context(_tolerant(start_worker(app, pool="threads", concurrency=2,
-                                                   perform_ping_check=False,
-                                                   shutdown_timeout=60.0,
-                                                   queues=[SCHEDULER_QUEUE])))
+        if scheduler_process:
+            from grid_tasks.embedded.stack import grid_tasks_command
+
+            supervisor.spawn("scheduler", grid_tasks_command(
+                "worker", "--scheduler", "--no-check", "-l", "WARNING", "-c", "2"), env=env)
+        else:
+            stack.enter_context(_tolerant(start_worker(app, pool="threads", concurrency=2,
+                                                       perform_ping_check=False,
+                                                       shutdown_timeout=60.0,
+                                                       queues=[SCHEDULER_QUEUE])))
         for rm, node in NODES:
             live.start_node(rm, node)
         try:
