@@ -75,23 +75,26 @@ def module_grid(redis_server: Any, tmp_path_factory: pytest.TempPathFactory) -> 
 
 def _live_grid(redis_server: Any, tmp_path_factory: pytest.TempPathFactory,
                db_url: str | None, dbs: tuple[int, int, int] = (4, 5, 6),
-               scheduler_process: bool = False) -> Iterator[LiveGrid]:
+               scheduler_process: bool = False,
+               extra_env: dict[str, str] | None = None) -> Iterator[LiveGrid]:
     """A live grid; its scheduler worker runs in this process (threads), or with
     ``scheduler_process`` as a ``grid-tasks worker --scheduler`` subprocess, as in
-    production (for fault tests that must not share a process with the test's clients)."""
+    production (for fault tests that must not share a process with the test's clients).
+    ``extra_env`` goes to every worker subprocess (``GRID_TASKS_*`` of this process do not)."""
     base = tmp_path_factory.mktemp("grid")
     # Each live grid gets its own redis-server, stopped with the grid: a worker of an
     # earlier grid that failed to shut down can then never consume this grid's tasks.
     own = RedisServer(base / "redis")
     own.start()
     try:
-        yield from _grid_on(own, base, db_url, dbs, scheduler_process)
+        yield from _grid_on(own, base, db_url, dbs, scheduler_process, extra_env or {})
     finally:
         own.stop()
 
 
 def _grid_on(redis_server: Any, base: Path, db_url: str | None,
-             dbs: tuple[int, int, int], scheduler_process: bool) -> Iterator[LiveGrid]:
+             dbs: tuple[int, int, int], scheduler_process: bool,
+             extra_env: dict[str, str]) -> Iterator[LiveGrid]:
     from celery.contrib.testing.worker import start_worker
 
     from grid_tasks import db
@@ -107,6 +110,7 @@ def _grid_on(redis_server: Any, base: Path, db_url: str | None,
     os.environ["GRID_TASKS_LAUNCH_TIMEOUT"] = LAUNCH_TIMEOUT
     env = {k: v for k, v in os.environ.items() if not k.startswith("GRID_TASKS_")}
     env.update(settings.to_env())
+    env.update(extra_env)
     env["PYTHONUNBUFFERED"] = "1"
     supervisor = Supervisor(base / "worker-logs")
     app = create_app(settings)

@@ -59,9 +59,18 @@ def test_worker_sigkill_leaves_no_orphan_and_fails_the_job(module_grid):
     module_grid.start_node("rmB", "node3")
 
 
-@pytest.mark.slow  # ~9 s; the FAIL policy test above covers the detection path by default
-def test_requeue_policy_runs_the_job_again(module_grid, monkeypatch: pytest.MonkeyPatch):
-    monkeypatch.setenv("GRID_TASKS_NODE_FAILURE_POLICY", "REQUEUE")
+@pytest.fixture
+def requeue_grid(redis_server, tmp_path_factory):
+    """A grid whose scheduler (its own process, as in production) has the REQUEUE policy."""
+    from tests.gram.conftest import _live_grid
+
+    yield from _live_grid(redis_server, tmp_path_factory, None, scheduler_process=True,
+                          extra_env={"GRID_TASKS_NODE_FAILURE_POLICY": "REQUEUE"})
+
+
+@pytest.mark.slow  # ~15 s; the FAIL policy test above covers the detection path by default
+def test_requeue_policy_runs_the_job_again(requeue_grid):
+    module_grid = requeue_grid
     grid = module_grid.grid
     job = grid.submit("&(executable=/bin/sleep)(arguments=297.5)", rm="rmB")
     _until(lambda: job.status().state is JobState.ACTIVE, 20, "ACTIVE")
