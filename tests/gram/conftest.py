@@ -75,11 +75,13 @@ def module_grid(redis_server: Any, tmp_path_factory: pytest.TempPathFactory) -> 
 
 def _live_grid(redis_server: Any, tmp_path_factory: pytest.TempPathFactory,
                db_url: str | None, dbs: tuple[int, int, int] = (4, 5, 6),
-               scheduler_process: bool = False,
+               scheduler_process: bool = True,
                extra_env: dict[str, str] | None = None) -> Iterator[LiveGrid]:
-    """A live grid; its scheduler worker runs in this process (threads), or with
-    ``scheduler_process`` as a ``grid-tasks worker --scheduler`` subprocess, as in
-    production (for fault tests that must not share a process with the test's clients).
+    """A live grid; its scheduler worker is a ``grid-tasks worker --scheduler``
+    subprocess, as in production, or with ``scheduler_process=False`` a thread pool
+    worker in this process.  (In-process workers died now and then in CI: their
+    consumer's BRPOP socket was closed under them from another thread of the test
+    process - EBADF, then an unrecoverable ValueError; cause not yet found.)
     ``extra_env`` goes to every worker subprocess (``GRID_TASKS_*`` of this process do not)."""
     base = tmp_path_factory.mktemp("grid")
     # Each live grid gets its own redis-server, stopped with the grid: a worker of an
@@ -110,6 +112,7 @@ def _grid_on(redis_server: Any, base: Path, db_url: str | None,
     os.environ["GRID_TASKS_LAUNCH_TIMEOUT"] = LAUNCH_TIMEOUT
     env = {k: v for k, v in os.environ.items() if not k.startswith("GRID_TASKS_")}
     env.update(settings.to_env())
+    env["GRID_TASKS_LAUNCH_TIMEOUT"] = LAUNCH_TIMEOUT
     env.update(extra_env)
     env["PYTHONUNBUFFERED"] = "1"
     supervisor = Supervisor(base / "worker-logs")
