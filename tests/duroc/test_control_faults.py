@@ -19,10 +19,7 @@ pytestmark = pytest.mark.timeout(300)
 
 @pytest.fixture(scope="module")
 def duroc_grid(redis_server: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    # The scheduler in its own process, as in production: these tests SIGKILL and
-    # SIGSTOP workers, and an in-process scheduler's consumer shares the test's Redis
-    # clients and threads (its BRPOP connection was seen stalled and then closed there).
-    for live in _live_grid(redis_server, tmp_path_factory, None, scheduler_process=True):
+    for live in _live_grid(redis_server, tmp_path_factory, None):
         live.gatekeepers = start_gatekeepers(live)
         yield live
         import gc

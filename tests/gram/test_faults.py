@@ -64,20 +64,19 @@ def requeue_grid(redis_server, tmp_path_factory):
     """A grid whose scheduler (its own process, as in production) has the REQUEUE policy."""
     from tests.gram.conftest import _live_grid
 
-    yield from _live_grid(redis_server, tmp_path_factory, None, scheduler_process=True,
+    yield from _live_grid(redis_server, tmp_path_factory, None,
                           extra_env={"GRID_TASKS_NODE_FAILURE_POLICY": "REQUEUE"})
 
 
 @pytest.mark.slow  # ~15 s; the FAIL policy test above covers the detection path by default
 def test_requeue_policy_runs_the_job_again(requeue_grid):
-    module_grid = requeue_grid
-    grid = module_grid.grid
+    grid = requeue_grid.grid
     job = grid.submit("&(executable=/bin/sleep)(arguments=297.5)", rm="rmB")
     _until(lambda: job.status().state is JobState.ACTIVE, 20, "ACTIVE")
-    _kill_node(module_grid, "node3")
+    _kill_node(requeue_grid, "node3")
     _until(lambda: job.status().state is JobState.PENDING, 60, "requeue")
     assert any("requeued" in (h.reason or "") for h in job.history())
-    module_grid.start_node("rmB", "node3")
+    requeue_grid.start_node("rmB", "node3")
     _until(lambda: job.status().state is JobState.ACTIVE, 30, "ACTIVE again")
     job.cancel()
     assert job.wait(timeout=20).gram_error == "USER_CANCELLED"
