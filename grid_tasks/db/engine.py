@@ -124,8 +124,8 @@ class _WriterQueue:
     def __init__(self, database: str) -> None:
         self.path = f"{database}-writer.lock"
         self.urgent_path = f"{database}-urgent.lock"  # shared-locked by urgent waiters
-        self.held: dict[int, int] = {}  # id(DBAPI connection) -> fd holding the lock
-        self.holders: dict[int, int] = {}  # thread ident -> id(DBAPI connection) holding
+        # id(DBAPI connection) -> (fd holding the lock, thread that took it)
+        self.held: dict[int, tuple[int, int]] = {}
         self.mutex = threading.Lock()
 
     def acquire(self, dbapi_conn: Any) -> None:
@@ -148,15 +148,14 @@ class _WriterQueue:
             os.close(fd)
             return  # let SQLite's busy timeout decide, as without the queue
         with self.mutex:
-            self.held[id(dbapi_conn)] = fd
-            self.holders[threading.get_ident()] = id(dbapi_conn)
+            self.held[id(dbapi_conn)] = (fd, threading.get_ident())
 
     def _refuse_self_deadlock(self, conn_id: int) -> None:
         """A thread already writing through another connection would wait for itself
         (the writer lock, then SQLite's own): fail at once, naming the cause."""
+        me = threading.get_ident()
         with self.mutex:
-            other = self.holders.get(threading.get_ident())
-            busy = other is not None and other != conn_id and other in self.held
+            busy = any(thread == me for held, (_, thread) in self.held.items() if held != conn_id)
         if busy:
             raise DatabaseError("nested write: this thread already holds an open write "
                                 "transaction of the same SQLite database on another "
@@ -197,14 +196,10 @@ class _WriterQueue:
             os.close(fd)
 
     def release(self, dbapi_conn: Any) -> None:
-        conn_id = id(_raw(dbapi_conn))
         with self.mutex:
-            fd = self.held.pop(conn_id, None)
-            for thread, held in list(self.holders.items()):
-                if held == conn_id:
-                    del self.holders[thread]
-        if fd is not None:
-            os.close(fd)  # closing the only fd of the lock releases it
+            entry = self.held.pop(id(_raw(dbapi_conn)), None)
+        if entry is not None:
+            os.close(entry[0])  # closing the only fd of the lock releases it
 
     def install(self, engine: Engine) -> None:
         dialect = engine.dialect
