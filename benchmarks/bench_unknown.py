@@ -26,7 +26,7 @@ from grid_tasks.embedded.redis_server import RedisServer  # noqa: E402
 from grid_tasks.embedded.stack import grid_tasks_command  # noqa: E402
 from grid_tasks.embedded.supervisor import Supervisor  # noqa: E402
 from grid_tasks.node.registry import NodeRegistry  # noqa: E402
-from grid_tasks.settings import Settings  # noqa: E402
+from grid_tasks.settings import Settings, default_ttl  # noqa: E402
 from grid_tasks.states import NodeState  # noqa: E402
 
 
@@ -60,7 +60,7 @@ def main() -> None:
             broker_url=server.url(1), result_backend=server.url(2), redis_url=server.url(3),
             database_url=f"sqlite:///{tmp}/grid.db", state_dir=Path(tmp),
             topology_file=REPO / "config" / "demo-grid.toml",
-            heartbeat_interval=args.interval, heartbeat_ttl=2 * args.interval)
+            heartbeat_interval=args.interval, heartbeat_ttl=default_ttl(args.interval))
         registry = NodeRegistry.from_url(settings.redis_url, settings.heartbeat_ttl)
         supervisor = Supervisor(Path(tmp) / "logs")
         try:
@@ -74,7 +74,7 @@ def main() -> None:
             supervisor.stop_all()
     worst = max(times) / args.interval
     print(f"kill -> Unknown: median {statistics.median(times):.3f} s, max {max(times):.3f} s "
-          f"= {worst:.2f} heartbeat intervals of {args.interval:g} s (TTL {2 * args.interval:g} s)"
+          f"= {worst:.2f} heartbeat intervals of {args.interval:g} s (TTL {default_ttl(args.interval):g} s)"
           f"; target <= 2 intervals: {'MET' if worst <= 2.0 else 'MISSED'}")
 
 

@@ -17,7 +17,7 @@ variable                           meaning                                    de
                                                                               if set, else ``./.state``
 ``GRID_TASKS_TOPOLOGY``            grid topology TOML file                    ``config/grid.toml``
 ``GRID_TASKS_HEARTBEAT_INTERVAL``  seconds between node heartbeats            ``5``
-``GRID_TASKS_HEARTBEAT_TTL``       seconds until a silent node is Unknown     twice the interval
+``GRID_TASKS_HEARTBEAT_TTL``       seconds until a silent node is Unknown     1.8 x the interval
 ``GRID_TASKS_VISIBILITY_TIMEOUT``  seconds until an unacked task is redone    ``30``
 =================================  =========================================  ==========================
 
@@ -62,6 +62,18 @@ def default_config_file(name: str) -> Path:
     return PACKAGE_CONFIG_DIR / name
 
 
+# A silent node must read Unknown within two heartbeat intervals of its last beat.
+# The key's TTL starts when the beat is written, a little after the interval's tick,
+# so a TTL of exactly two intervals overshoots by the write time; 1.8 keeps a margin
+# there and still lets one beat arrive 0.8 intervals late.
+TTL_INTERVALS = 1.8
+
+
+def default_ttl(interval: float) -> float:
+    """The heartbeat TTL for ``interval`` when none is configured."""
+    return TTL_INTERVALS * interval
+
+
 @dataclass(frozen=True)
 class Settings:
     """Where the services of a grid are, and the node liveness timing."""
@@ -73,7 +85,7 @@ class Settings:
     state_dir: Path = Path(".state")
     topology_file: Path = Path("config/grid.toml")
     heartbeat_interval: float = 5.0
-    heartbeat_ttl: float = 10.0
+    heartbeat_ttl: float = TTL_INTERVALS * 5.0
     visibility_timeout: float = 30.0
     signing: SigningSettings = field(default_factory=SigningSettings)
     redis_tls: RedisTLS = field(default_factory=RedisTLS)
@@ -96,7 +108,7 @@ class Settings:
         database = _url(env, "DATABASE_URL", f"sqlite:///{state_dir / DATABASE_FILE}", None)
         topology = Path(env.get(PREFIX + "TOPOLOGY") or default_config_file("grid.toml"))
         interval = _seconds(env, "HEARTBEAT_INTERVAL", 5.0)
-        ttl = _seconds(env, "HEARTBEAT_TTL", 2 * interval)
+        ttl = _seconds(env, "HEARTBEAT_TTL", default_ttl(interval))
         if ttl <= interval:
             raise _bad("HEARTBEAT_TTL", str(ttl),
                        f"must exceed GRID_TASKS_HEARTBEAT_INTERVAL ({interval:g} s), "

@@ -27,7 +27,7 @@ from grid_tasks.embedded.redis_server import RedisServer, free_port
 from grid_tasks.embedded.supervisor import Supervisor
 from grid_tasks.errors import GridTasksError
 from grid_tasks.node.registry import NodeRegistry, NodeStatus
-from grid_tasks.settings import Settings, default_config_file
+from grid_tasks.settings import Settings, default_config_file, default_ttl
 from grid_tasks.topology import GridTopology, load_topology
 
 log = logging.getLogger(__name__)
@@ -138,7 +138,7 @@ class EmbeddedStack:
             redis_url=self.redis.url(3),
             database_url=f"sqlite:///{self.state_dir / 'grid_tasks.db'}",
             state_dir=self.state_dir, topology_file=Path(self.options.topology_file).resolve(),
-            heartbeat_interval=interval, heartbeat_ttl=2 * interval,
+            heartbeat_interval=interval, heartbeat_ttl=default_ttl(interval),
         )
 
     def child_env(self, **extra: str) -> dict[str, str]:

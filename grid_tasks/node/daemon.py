@@ -70,8 +70,16 @@ class Heartbeat(threading.Thread):
 
     def run(self) -> None:
         if self.on_first is not None:
-            self._safely(self.on_first)
-        while not self.stopped.wait(self.interval):
+            # Its own thread: the first SQL record (imports, a busy database) must never
+            # delay the beats past the TTL, or a starting node would flicker Unknown.
+            threading.Thread(target=self._safely, args=(self.on_first,), daemon=True,
+                             name=f"registration {self.rm}/{self.node}").start()
+        due = time.monotonic()
+        while True:
+            # Beats keep to a fixed schedule: a slow beat does not push the next one later.
+            due = max(due + self.interval, time.monotonic())
+            if self.stopped.wait(due - time.monotonic()):
+                return
             self._safely(self.heartbeat)
 
     def heartbeat(self) -> None:
