@@ -14,6 +14,7 @@ import logging
 import os
 import secrets
 import signal
+import socket
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -107,6 +108,9 @@ class EmbeddedStack:
                 self._spawn_flower()
             say("waiting for every node to register")
             self.wait_nodes()
+            if self.options.flower:
+                say("waiting for Flower to listen")
+                self.wait_flower()
             return self.settings
         except BaseException:
             self.stop()
@@ -213,12 +217,32 @@ class EmbeddedStack:
                 if time.monotonic() >= deadline:
                     raise
 
+    def wait_flower(self, timeout: float | None = None) -> None:
+        """Wait until Flower accepts connections, so its URL works once it is printed."""
+        assert self.flower_url is not None
+        port = int(self.flower_url.rstrip("/").rsplit(":", 1)[1])
+        deadline = time.monotonic() + (timeout or self.options.start_timeout)
+        while not _listening(port):
+            self.supervisor.check()
+            if time.monotonic() >= deadline:
+                raise GridTasksError(f"Flower did not listen on port {port} in time; "
+                                     f"see {self.state_dir / 'logs' / 'flower.log'}")
+            time.sleep(0.1)
+
     def pids(self) -> set[int]:
         """Every process of this stack (for leak checks)."""
         pids = self.supervisor.all_pids()
         if self.redis.pid:
             pids.add(self.redis.pid)
         return pids
+
+
+def _listening(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+            return True
+    except OSError:
+        return False
 
 
 def grid_tasks_command(*args: str) -> list[str]:

@@ -33,6 +33,8 @@ def _get(url: str, auth: str | None = None) -> tuple[int, Any]:
             return reply.status, json.loads(reply.read() or b"null")
     except urllib.error.HTTPError as err:
         return err.code, None
+    except urllib.error.URLError:
+        return 0, None  # not listening (yet, or any more)
 
 
 def _wait(cond, timeout: float, what: str) -> Any:
@@ -63,6 +65,8 @@ def test_flower_needs_credentials_and_shows_readable_task_names(stack):
     api = stack.flower_url.rstrip("/") + "/api/"
     user, password = stack.flower_auth.split(":", 1)
     assert user and len(password) >= 12, "a generated, non-trivial password"
+    # start() returns only once Flower listens: the URL it printed answers at once
+    assert _get(api + "workers")[0] == 401
     status = _wait(lambda: _get(api + "workers", stack.flower_auth)[0] == 200 or None, 30,
                    "Flower to answer")
     assert status
