@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 
 import pytest
 
@@ -157,3 +159,14 @@ def test_factory_apps_are_current_so_shared_tasks_use_the_private_broker(setting
     app = celery_app_factory()
     assert node_check.app is app  # the shared_task proxy resolves to the current app
     assert app.conf.broker_url == settings.broker_url
+
+
+def test_task_modules_import_without_sqlalchemy():
+    # Every worker imports every task module at start; node daemons never touch SQL
+    # before registering, so the modules must stay light (bench_up: start-up time).
+    code = ("import importlib, sys; import grid_tasks.celery_app as c; "
+            "[importlib.import_module(m) for m in c.task_modules()]; "
+            "print(sorted(m for m in ('sqlalchemy', 'lark', 'alembic') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout.strip()
+    assert out == "[]"

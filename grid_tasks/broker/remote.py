@@ -146,12 +146,9 @@ def _starts(rm: str, answer: Any) -> list[tuple[float, dict[str, int]]]:
 
 
 def _refusal_type() -> None:
-    """Import the RM side's refusal type (at call time, never at import time) so that
-    Celery rebuilds a refused reserve as ``ReservationRefused`` in this process."""
-    try:
-        import grid_tasks.broker.rm_service  # noqa: F401
-    except ImportError:  # an older RM side: its refusals arrive as generic errors
-        pass
+    """Make sure the RM side's refusal type is imported, so that Celery rebuilds a
+    refused reserve as ``ReservationRefused`` in this process."""
+    import grid_tasks.broker.refusals  # noqa: F401
 
 
 def _forget(result: Any) -> None:

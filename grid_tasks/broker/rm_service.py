@@ -35,7 +35,7 @@ from sqlalchemy.orm import Session
 
 from grid_tasks.db import Reservation, ReservationKind, repository
 from grid_tasks.db.models import ResourceManager
-from grid_tasks.errors import GridTasksError
+from grid_tasks.broker.refusals import ReservationRefused
 from grid_tasks.utc import epoch, from_epoch, iso_seconds
 
 __all__ = ["ReservationRefused", "Requester", "estimate", "reserve", "release",
@@ -43,25 +43,6 @@ __all__ = ["ReservationRefused", "Requester", "estimate", "reserve", "release",
 
 #: Longest reservation name and token stored (the SQL column widths).
 MAX_NAME = 128
-
-
-class ReservationRefused(GridTasksError):
-    """An RM refused a grid reservation (or its release); ``reason`` names why in one
-    word (``busy``, ``unknown_node``, ``taken``, ``bad_request``, ``past``, ``not_grid``).
-
-    ``args`` is ``(message, reason)`` so the exception survives Celery's JSON result
-    backend: ``AsyncResult.get()`` raises this type again in the client.
-    """
-
-    def __init__(self, message: str, reason: str = "refused") -> None:
-        super().__init__(message, reason)
-        self.message, self.reason = message, reason
-
-    def __str__(self) -> str:
-        return self.message
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"type": type(self).__name__, "message": self.message, "reason": self.reason}
 
 
 @dataclass(frozen=True)
@@ -93,6 +74,13 @@ class Requester:
         return {k: v for k, v in (("user", self.user), ("group", self.group),
                                   ("account", self.account), ("host", self.host)) if v}
 
+    def probe(self, job_id: str, procs: int, duration: float, now: float) -> Any:
+        """A core job of these credentials: what reservation ACLs are checked against."""
+        from grid_tasks.maui import Job
+
+        return Job(id=job_id, tasks=procs, procs_per_task=1, walltime=duration,
+                   submit_time=now, user=self.user, group=self.group, account=self.account)
+
 
 def _number(name: str, value: Any, *, positive: bool = True) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
@@ -122,7 +110,6 @@ def estimate(session: Session, rm: str, *, procs: int, duration: float, not_befo
     reservation may be refused there; the broker then tries its next candidate.  Raises
     NotFoundError for an unknown RM, :class:`ReservationRefused` for a bad request.
     """
-    from grid_tasks.maui import Job
     from grid_tasks.ops.plan import load_plan
 
     procs, limit = _count("procs", procs), _count("limit", limit)
@@ -130,8 +117,7 @@ def estimate(session: Session, rm: str, *, procs: int, duration: float, not_befo
     t0 = max(float(now), _number("not_before", not_before, positive=False))
     who = Requester.from_dict(requester)
     plan = load_plan(session, rm, from_epoch(now), registry=registry, iterate=True)
-    probe = Job(id="grid.estimate", tasks=procs, procs_per_task=1, walltime=duration,
-                submit_time=now, user=who.user, group=who.group, account=who.account)
+    probe = who.probe("grid.estimate", procs, duration, now)
     found = plan.scheduler.estimate(probe, t0, limit)
     out = [{"time": float(e.time), "allocation": {str(n): int(k) for n, k in e.allocation.items()}}
            for e in found if math.isfinite(e.time)]
@@ -216,7 +202,7 @@ def reserve(session: Session, rm: str, *, name: str, allocation: Mapping[str, in
     if end <= now:
         raise ReservationRefused(f"grid reservation {name} on {rm}: it would end at "
                                  f"{iso_seconds(end)}, in the past", "past")
-    _check_core(session, rm, name, alloc, start, end, now, registry)
+    _check_core(session, rm, name, alloc, start, end, now, registry, who)
     row = Reservation(
         name=name, rm=rm, kind=ReservationKind.GRID, confirmed=True, token=token,
         acl={"jobs": []}, nodes=sorted(alloc), start_time=from_epoch(start), end_time=from_epoch(end),
@@ -229,12 +215,13 @@ def reserve(session: Session, rm: str, *, name: str, allocation: Mapping[str, in
 
 
 def _check_core(session: Session, rm: str, name: str, alloc: dict[str, int], start: float,
-                end: float, now: float, registry: Any) -> None:
+                end: float, now: float, registry: Any, who: Requester) -> None:
     """Place the allocation node by node on the RM's loaded core; refuse what does not fit.
 
     No in-memory iteration: a reservation takes precedence over idle jobs (the loader
     adds reservations before queueing them), so only running jobs, other reservations
-    and node states can refuse it.
+    and node states can refuse it.  Reservations admitting the requester lend it their
+    resources, exactly as :func:`estimate` counted them.
     """
     from grid_tasks.maui import ACL
     from grid_tasks.maui import Reservation as CoreReservation
@@ -243,6 +230,7 @@ def _check_core(session: Session, rm: str, name: str, alloc: dict[str, int], sta
 
     sched = load_scheduler(session, rm, now=now, registry=registry)
     known = sched.engine.nodes
+    within = who.probe(f"grid.{name}", sum(alloc.values()), end - start, now)
     for node, procs in alloc.items():
         if node not in known:
             raise ReservationRefused(f"grid reservation {name} on {rm}: no node {node!r} (nodes: "
@@ -250,7 +238,7 @@ def _check_core(session: Session, rm: str, name: str, alloc: dict[str, int], sta
         hold = CoreReservation(name=f"{name}@{node}", start=start, end=end, acl=ACL(),
                                tasks=procs, procs_per_task=1, nodes=(node,))
         try:
-            sched.add_reservation(hold, now)
+            sched.add_reservation(hold, now, within=within)
         except CoreRefused:
             raise ReservationRefused(
                 f"grid reservation {name} on {rm}: node {node} cannot hold {procs} "

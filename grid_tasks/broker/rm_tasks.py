@@ -10,9 +10,9 @@ They run on the ``scheduler`` queue, where the RMs' iterations run (routed by
 * ``estimate`` -> ``[{"time": epoch, "allocation": {node: procs}}, ...]``, earliest
   first, every start at or after ``not_before``; ``[]`` means never;
 * ``reserve`` -> ``{"rm", "name", "id", "start", "end", "allocation"}``, or raises
-  :class:`~grid_tasks.broker.rm_service.ReservationRefused` (it round-trips through the
+  :class:`~grid_tasks.broker.refusals.ReservationRefused` (it round-trips through the
   JSON result backend: ``AsyncResult.get()`` raises it in the caller, whose process
-  must have imported :mod:`grid_tasks.broker.rm_service`);
+  must have imported :mod:`grid_tasks.broker.refusals`, as every worker has);
 * ``release`` -> True if a reservation was deleted.
 
 ``token`` is the broker's reservation token for the placement: the id of a token in the
@@ -30,7 +30,7 @@ from typing import Any
 
 from celery import shared_task
 
-from grid_tasks.broker.rm_service import ReservationRefused
+from grid_tasks.broker.refusals import ReservationRefused
 
 ESTIMATE = "grid_tasks.broker.rm_tasks.estimate"
 RESERVE = "grid_tasks.broker.rm_tasks.reserve"

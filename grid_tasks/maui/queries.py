@@ -122,14 +122,19 @@ class QueriesMixin:
         return self.engine.add_hold(res, now, self.engine.accessible(request))
 
     def add_reservation(self: "Scheduler", res: Reservation, now: float | None = None, *,
-                        take_in_admitted: bool = False) -> Reservation:
+                        take_in_admitted: bool = False, within: Job | None = None) -> Reservation:
         """``setres``: an administrative reservation; refused if anything would overcommit.
 
         ``take_in_admitted=True`` lets jobs the reservation admits, already running on (or
         reserved to) its resources, continue inside it instead of refusing it — what a
-        state reload that restores running jobs first needs."""
+        state reload that restores running jobs first needs.  ``within`` (the credentials
+        the reservation is made for) lets reservations admitting them lend it their
+        resources: a grid reservation nests inside its user's administrative one, as
+        :meth:`estimate` and :meth:`reserve` allow for the same credentials."""
         self._leave_pool(res.start if now is None else now)
-        return self.engine.add_hold(res, -inf if now is None else now, [], take_in=take_in_admitted)
+        lenders = self.engine.accessible(within) if within is not None else []
+        return self.engine.add_hold(res, -inf if now is None else now, lenders,
+                                    take_in=take_in_admitted)
 
     def release_reservation(self: "Scheduler", name: str, now: float | None = None) -> Reservation:
         """``releaseres``: drop an administrative reservation; its resources become free."""

@@ -183,6 +183,32 @@ def test_estimate_counts_reservations_admitting_the_requester(sessions):
         == T0 + 3600
 
 
+def test_reserve_agrees_with_estimate_inside_a_reservation_admitting_the_requester(sessions):
+    from grid_tasks.ops.reservations import ResourceRequest, set_reservation
+
+    at = datetime.fromtimestamp(T0, timezone.utc)
+    with db.session_scope(sessions) as s:
+        set_reservation(s, "rmA", ResourceRequest(0, 1, 0, ("node1", "node2")), start=at,
+                        end=at + timedelta(hours=1), acl={"users": ["alice"]}, now=at)
+    alice = {"user": "alice"}
+    first = _estimate(sessions, procs=4, requester=alice)[0]
+    assert first["time"] == T0  # alice may use her reservation now ...
+    made = _reserve(sessions, alloc=first["allocation"], start=first["time"], duration=600.0,
+                    requester=alice)  # ... and the RM holds what it estimated
+    assert made["start"] == T0
+    with pytest.raises(ReservationRefused) as refused:  # bob is not admitted
+        _reserve(sessions, name="g-bob", token="tok-bob", alloc={"node2": 1}, start=T0,
+                 duration=600.0, requester={"user": "bob"})
+    assert refused.value.reason == "busy"
+    # nested reservations still never overcommit the reservation they draw from
+    second = _estimate(sessions, procs=4, requester=alice)[0]
+    _reserve(sessions, name="g2", token="tok2", alloc=second["allocation"],
+             start=second["time"], duration=600.0, requester=alice)
+    with pytest.raises(ReservationRefused):
+        _reserve(sessions, name="g3", token="tok3", alloc={"node1": 1}, start=T0,
+                 duration=600.0, requester=alice)
+
+
 def test_concurrent_reserves_never_overcommit(sessions):
     """Eight threads race for one node: the RM lock lets exactly one win."""
     outcomes: list[str] = []
