@@ -147,7 +147,8 @@ def write_reports(sessions: Any, batch: list[Report]) -> Outbox:
                 else:
                     _finished(session, row, report.req, report.results, now, outbox)
             for rm in sorted(outbox.rms):
-                if not _anyone_waiting(session, rm, rows):
+                if not _anyone_waiting(session, rm, rows) and not _ends_a_grid_hold(
+                        session, rm, rows):
                     outbox.rms.discard(rm)  # nothing idle: the freed nodes change no decision
         session.flush()  # StaleDataError here: session_scope raises ConcurrentUpdateError
     return outbox
@@ -192,6 +193,21 @@ def _finished(session: Any, row: Any, req: Any, results: dict[str, Any], now: da
         transition(session, row, JobState.ACTIVE, f"started on {req.node}", now, outbox)
     finish(session, row, JobState.DONE, f"exit code {exit_code}", now, outbox,
            exit_code=exit_code, exit_codes=codes)
+
+
+def _ends_a_grid_hold(session: Any, rm: str, rows: dict[int, Any]) -> bool:
+    """Whether a job of ``rm`` that ended in this batch holds a grid reservation: the
+    iteration drops it and frees its broker tokens at once, rather than when the
+    reservation would have ended (brokers plan around those processors until then)."""
+    from grid_tasks.db import Reservation, ReservationKind
+
+    ended = [i for i, row in rows.items() if row.rm == rm and row.state.terminal]
+    if not ended:
+        return False
+    stmt = select(Reservation.id).where(Reservation.rm == rm,
+                                        Reservation.kind == ReservationKind.GRID,
+                                        Reservation.owner_job_id.in_(ended)).limit(1)
+    return session.execute(stmt).first() is not None
 
 
 def _anyone_waiting(session: Any, rm: str, rows: dict[int, Any]) -> bool:

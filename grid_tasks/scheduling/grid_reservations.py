@@ -178,12 +178,29 @@ class GridGuard:
         log.info("rm %s: grid reservation %s dropped: %s", self.rm, row.name, reason)
         if self.store is not None and not self.blind:
             try:
-                self.store.release(mirror_ids(row))
-            except GridTasksError as exc:  # a stale mirror only blocks brokers, safely
-                log.warning("rm %s: mirror of %s not released: %s", self.rm, row.name, exc)
+                self.store.release(mirror_ids(row) + self._claims_of(row))
+            except GridTasksError as exc:  # stale claims only block brokers, safely
+                log.warning("rm %s: tokens of %s not released: %s", self.rm, row.name, exc)
         session.delete(row)
         if row in self.rows:
             self.rows.remove(row)
+
+    def _claims_of(self, row: Reservation) -> list[str]:
+        """Ids of the confirmed broker tokens behind ``row`` on this RM's nodes.
+
+        A co-reserved job that ends early (or a reservation that is over) would
+        otherwise keep them until their interval ends, and brokers would plan around
+        processors that are free.  ``row.token`` is a token id of the placement or the
+        job key the confirmed tokens are grouped under.
+        """
+        assert self.store is not None
+        if not row.token:
+            return []
+        first = self.store.get(row.token)
+        group = first.group if first is not None else row.token
+        mine = f"{self.rm}/"
+        return [t.id for t in self.store.tokens()
+                if t.confirmed and t.group == group and t.resource.startswith(mine)]
 
     def veto(self, session: Session, started: Iterable[Any]) -> set[str]:
         """Job ids (core ``Start.job_id``) of ``started`` that must not start now."""

@@ -158,7 +158,19 @@ def _admin_reservations(session: Session, rm: str, now: float) -> list[Reservati
         if row.kind is ReservationKind.ADMIN or (row.kind is ReservationKind.GRID
                                                  and row.confirmed):
             rows.append(row)
-    return rows
+    # administrative ones first: a grid reservation may nest inside one (see _lenders_for)
+    return sorted(rows, key=lambda r: r.kind is ReservationKind.GRID)
+
+
+def _lenders_for(row: ReservationRow) -> Job | None:
+    """The credentials a grid reservation was made for (its requester): reservations
+    admitting them lend it their resources, as when the RM accepted it."""
+    if row.kind is not ReservationKind.GRID:
+        return None
+    from grid_tasks.broker.rm_service import Requester
+
+    who = Requester.from_dict((row.resources or {}).get("requester"))
+    return who.probe(f"grid.{row.name}", 1, 1.0, 0.0)
 
 
 #: Columns the scheduler needs, read as plain rows: no RSL text, no ORM objects, and
@@ -283,7 +295,8 @@ def load_scheduler(session: Session, rm: str, *, now: float, registry: Any = Non
     for row in _admin_reservations(session, rm, now):
         try:
             # running jobs the ACL admits continue inside their reservation
-            sched.add_reservation(core_reservation(row), now, take_in_admitted=True)
+            sched.add_reservation(core_reservation(row), now, take_in_admitted=True,
+                                  within=_lenders_for(row))
         except GridTasksError as exc:
             log.warning("rm %s: reservation %s not honoured: %s", rm, row.name, exc)
     for name, state in _node_states(registry, rm, nodes).items():

@@ -72,6 +72,26 @@ def test_one_batch_starts_ends_and_accounts_many_jobs(db_grid):
     assert outbox.rms == set()  # nothing else waits on rmA: no iteration needed
 
 
+def test_a_job_ending_with_a_grid_reservation_triggers_its_rm(db_grid):
+    # nothing else waits on rmA, but the iteration must drop the reservation now and
+    # free the broker's tokens, not when the reservation would have ended
+    from datetime import timedelta
+
+    from grid_tasks import db
+    from grid_tasks.gram.report_writer import FINISHED, STARTED, Report, write_reports
+
+    sessions, job = db_grid
+    bound = job()  # the only job: an unbound one ending here triggers nothing (above)
+    now = datetime.now(timezone.utc)
+    with db.session_scope(sessions) as session:
+        session.add(db.Reservation(name="g1", rm="rmA", kind=db.ReservationKind.GRID,
+                                   confirmed=True, token="t1", owner_job_id=bound.job_id,
+                                   acl={"jobs": []}, nodes=["node1"], start_time=now,
+                                   end_time=now + timedelta(hours=1), resources={}))
+    outbox = write_reports(sessions, [Report(STARTED, bound), Report(FINISHED, bound, _done())])
+    assert outbox.rms == {"rmA"}
+
+
 def test_checks_per_job_superseded_repeated_and_unknown(db_grid):
     from grid_tasks.gram.report_writer import FINISHED, STARTED, Report, write_reports
 

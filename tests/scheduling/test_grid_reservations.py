@@ -78,6 +78,13 @@ class Grid:
             return build_job(s, "rmA", rsl, lower(rsl)[0], {"user": "u"},
                              datetime.now(timezone.utc), Outbox()).id
 
+    def finish(self, job: int) -> None:
+        """The job ran and ended (as its job manager reports it)."""
+        with db.session_scope(self.sessions) as s:
+            row = db.repository.get_job(s, job)
+            db.record_transition(s, row, JobState.ACTIVE, "started", datetime.now(timezone.utc))
+            db.record_transition(s, row, JobState.DONE, "exit 0", datetime.now(timezone.utc))
+
     def iterate(self, at: float) -> list[int]:
         return run_iteration(self.app, "rmA", sessions=self.sessions, redis=self.client,
                              registry=self.registry, now=at).started
@@ -175,15 +182,56 @@ def test_reservation_goes_with_its_finished_job_or_its_end(grid):
     grid.reserve(grid.token(t, t + 600), t)
     job = grid.submit(BOUND)
     assert grid.iterate(t) == [job]
-    with db.session_scope(grid.sessions) as s:
-        row = db.repository.get_job(s, job)
-        db.record_transition(s, row, JobState.ACTIVE, "started", datetime.now(timezone.utc))
-        db.record_transition(s, row, JobState.DONE, "exit 0", datetime.now(timezone.utc))
+    grid.finish(job)
     grid.iterate(t + 10)
     assert grid.reservation() is None
     grid.reserve(grid.token(t + 700, t + 1300), t + 700, name="g2")
     grid.iterate(t + 1300)
     assert grid.reservation("g2") is None
+
+
+def test_a_finished_jobs_tokens_on_this_rm_are_released_with_its_reservation(grid):
+    t = grid.t
+    grid.reserve(grid.token(t, t + 600), t)
+    # the same co-reserved job also holds rmB (another RM's part: not this RM's to free)
+    grid.store.set_capacities({**CAPACITIES, "rmB/node9": 2})
+    other = grid.store.confirm(grid.store.take([Claim("rmB/node9", t, t + 600, 2)], "b"),
+                               "grid-job-1")
+    job = grid.submit(BOUND)
+    assert grid.iterate(t) == [job]
+    held = [tk for tk in grid.store.tokens() if tk.resource == "rmA/node1"]
+    assert held and all(tk.confirmed for tk in held)
+    grid.finish(job)
+    grid.iterate(t + 10)  # the job ended 590 s before its reservation would have
+    assert grid.reservation() is None
+    assert [tk.resource for tk in grid.store.tokens()] == ["rmB/node9"]
+    assert grid.store.get(other[0].id) is not None
+    # node1 is free for other brokers again at once
+    again = grid.store.take([Claim("rmA/node1", t + 20, t + 600, 2)], "next-broker")
+    assert again
+
+
+def test_a_grid_reservation_nested_in_its_users_admin_reservation_is_honoured(grid):
+    from datetime import timedelta
+
+    from grid_tasks.ops.reservations import ResourceRequest, set_reservation
+
+    t = grid.t
+    at = datetime.fromtimestamp(t, timezone.utc)
+    with db.session_scope(grid.sessions) as s:  # both nodes, for user u, for an hour
+        set_reservation(s, "rmA", ResourceRequest(0, 1, 0, ("node1", "node2")), start=at,
+                        end=at + timedelta(hours=1), acl={"users": ["u"]}, now=at)
+    grid.reserve(grid.token(t + 100, t + 700), t + 100, requester={"user": "u"})
+    job = grid.submit(BOUND)  # submitted by u
+    other = grid.submit("&(executable=/bin/true)(count=2)(maxWallTime=10)")  # u too
+    # u's other job may use the admin reservation, but not node1's grid slot at t + 100
+    assert grid.iterate(t) == [other]
+    with db.session_scope(grid.sessions) as s:
+        assert db.repository.get_job(s, other).nodes_allocated == {"node2": 2}
+    assert grid.iterate(t + 100) == [job]
+    assert grid.reservation() is not None
+    with db.session_scope(grid.sessions) as s:
+        assert db.repository.get_job(s, job).nodes_allocated == {"node1": 2}
 
 
 def test_restore_after_redis_loss_keeps_valid_reservations(grid):
@@ -241,10 +289,7 @@ def test_restore_and_prune_in_one_iteration(grid):
     grid.enact(token)
     job = grid.submit(BOUND)
     assert grid.iterate(t) == [job]
-    with db.session_scope(grid.sessions) as s:
-        row = db.repository.get_job(s, job)
-        db.record_transition(s, row, JobState.ACTIVE, "started", datetime.now(timezone.utc))
-        db.record_transition(s, row, JobState.DONE, "exit 0", datetime.now(timezone.utc))
+    grid.finish(job)
     grid.client.flushdb()
     grid.heartbeat()
     grid.iterate(t + 10)
