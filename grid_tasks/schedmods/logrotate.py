@@ -94,10 +94,10 @@ class RotatingLog:
     def close(self) -> None:
         """Close the file descriptors (writing again reopens them)."""
         with self._lock:
-            for fd in (self._fd, self._lock_fd):
+            fds, self._fd, self._lock_fd = (self._fd, self._lock_fd), None, None
+            for fd in fds:  # forgotten first: a number closed twice may be another's by then
                 if fd is not None:
                     os.close(fd)
-            self._fd = self._lock_fd = None
 
     # -- internals -----------------------------------------------------------------
     def _locked(self) -> "_Both":
@@ -113,7 +113,8 @@ class RotatingLog:
                 same = False
             if same:
                 return self._fd
-            os.close(self._fd)
+            stale, self._fd = self._fd, None  # forgotten before the reopen, which may fail
+            os.close(stale)
         self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         return self._fd
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import gzip
 import logging
+import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -151,3 +153,20 @@ def test_writing_after_close_reopens(tmp_path: Path) -> None:
     rot.write("two\n")
     rot.close()
     assert rot.path.read_text() == "one\ntwo\n" and rot.rolls == 0
+
+
+def test_a_failed_reopen_never_closes_a_descriptor_twice(tmp_path):
+    # The log's directory vanishes: the stale fd is closed and the reopen fails.  The
+    # closed number must be forgotten, or close() would close whoever got it next.
+    logdir = tmp_path / "logs"
+    rlog = RotatingLog(logdir / "maui.log", 0, 0)
+    rlog.write("one\n")
+    shutil.rmtree(logdir)
+    with pytest.raises(FileNotFoundError):
+        rlog.write("two\n")
+    other = os.open(tmp_path / "someone-else", os.O_WRONLY | os.O_CREAT, 0o600)
+    try:
+        rlog.close()
+        os.fstat(other)  # still open
+    finally:
+        os.close(other)
