@@ -175,6 +175,14 @@ def accounting_records(
 ) -> list[AccountingRecord]:
     """Accounting records filtered by RM, user and end time ``[since, until)``, oldest first."""
     stmt = select(AccountingRecord).order_by(AccountingRecord.end_time, AccountingRecord.id)
+    return list(session.scalars(accounting_filter(stmt, rm=rm, user=user, since=since,
+                                                  until=until)))
+
+
+def accounting_filter(stmt: Any, *, rm: str | None = None, user: str | None = None,
+                      since: datetime | None = None, until: datetime | None = None) -> Any:
+    """``stmt`` (a select over accounting records) limited to an RM, a user and an end
+    time in ``[since, until)``; ``None`` leaves that criterion out."""
     if rm is not None:
         stmt = stmt.where(AccountingRecord.rm == rm)
     if user is not None:
@@ -183,7 +191,7 @@ def accounting_records(
         stmt = stmt.where(AccountingRecord.end_time >= since)
     if until is not None:
         stmt = stmt.where(AccountingRecord.end_time < until)
-    return list(session.scalars(stmt))
+    return stmt
 
 
 #: Credentials accounting can be grouped by, mapped to their record attribute.

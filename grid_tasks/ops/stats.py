@@ -20,6 +20,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from grid_tasks.db import AccountingRecord, Job
+from grid_tasks.db.repository import accounting_filter
 from grid_tasks.states import JobState
 
 from .common import ACTIVE_GRAM, check_rm
@@ -186,13 +187,7 @@ _COLUMNS = (AccountingRecord.job_id, AccountingRecord.user, AccountingRecord.gro
 def _records(session: Session, rm: str | None, since: datetime | None,
              until: datetime | None) -> list[Any]:
     """The accounting columns showstats needs (rows, not ORM objects: many thousands)."""
-    stmt = select(*_COLUMNS)
-    if rm is not None:
-        stmt = stmt.where(AccountingRecord.rm == rm)
-    if since is not None:
-        stmt = stmt.where(AccountingRecord.end_time >= since)
-    if until is not None:
-        stmt = stmt.where(AccountingRecord.end_time < until)
+    stmt = accounting_filter(select(*_COLUMNS), rm=rm, since=since, until=until)
     return list(session.execute(stmt))
 
 
