@@ -40,6 +40,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from grid_tasks.broker.ties import POLICIES, EarliestTies, SpreadTies, TiePolicy
 from grid_tasks.errors import GridTasksError
 
 __all__ = ["Need", "Placement", "Schedule", "ScheduleDiff", "PlanningError", "TiePolicy",
@@ -158,43 +159,6 @@ def difference(old: Schedule | None, new: Schedule) -> ScheduleDiff:
         else:
             acquire.append(p)
     return ScheduleDiff(tuple(keep), tuple(remaining), tuple(acquire))
-
-
-# ---- tie policies ---------------------------------------------------------------------
-class TiePolicy:
-    """Orders schedules: always by start first; subclasses say how ties are broken."""
-
-    name = "base"
-
-    def key(self, schedule: Schedule, rank: Mapping[str, int]) -> tuple[Any, ...]:
-        """Sort key; ``rank`` is each RM's position in the caller's estimators."""
-        return (schedule.start, *self.ties(schedule),
-                tuple(rank[p.rm] for p in schedule.placements))
-
-    def ties(self, schedule: Schedule) -> tuple[Any, ...]:  # pragma: no cover - abstract
-        """The tie-breaking keys after the start."""
-        raise NotImplementedError
-
-
-class EarliestTies(TiePolicy):
-    """Earliest start, then fewest distinct RMs, then earliest finish."""
-
-    name = "earliest"
-
-    def ties(self, schedule: Schedule) -> tuple[Any, ...]:
-        return (len(schedule.rms), schedule.end)
-
-
-class SpreadTies(TiePolicy):
-    """Earliest start, then most distinct RMs (spreads load), then earliest finish."""
-
-    name = "spread"
-
-    def ties(self, schedule: Schedule) -> tuple[Any, ...]:
-        return (-len(schedule.rms), schedule.end)
-
-
-POLICIES: dict[str, type[TiePolicy]] = {"earliest": EarliestTies, "spread": SpreadTies}
 
 
 def _policy(policy: str | TiePolicy) -> TiePolicy:

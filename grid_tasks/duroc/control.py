@@ -30,19 +30,17 @@ from grid_tasks.db.models import CoallocatedJob
 from grid_tasks.db.models.jobs import BarrierState as SqlBarrier
 from grid_tasks.duroc.control_rows import (
     DEFAULT_BARRIER_TIMEOUT_S, check_rms as _check_rms, coalloc_row as _coalloc,
-    detach as _detach, header_deliveries, labels as _labels, new_subjob_row as _subjob_row,
-    note_delivery, retrying as _retrying, subjob_at as _subjob,
+    detach as _detach, labels as _labels, new_subjob_row as _subjob_row,
+    retrying as _retrying, subjob_at as _subjob,
 )
 from grid_tasks.duroc.control_structure import StructureChanges
-from grid_tasks.duroc.errors import (
-    BarrierDeadlineError, CoallocFinishedError, CoallocRequestError, SubjobFailedError,
-)
+from grid_tasks.duroc.control_watch import HeaderSteps
+from grid_tasks.duroc.errors import CoallocFinishedError, CoallocRequestError
 from grid_tasks.duroc.records import (
     CoallocStatus, coalloc_status, final_state, mark, parse_job_ref, store_id,
 )
 from grid_tasks.duroc.store_errors import (
-    BarrierAbortedError, BarrierNotReadyError, BarrierTimeoutError, JobNotFoundError,
-    StructureFrozenError, SubjobNotFoundError,
+    BarrierAbortedError, BarrierNotReadyError, JobNotFoundError,
 )
 from grid_tasks.duroc.store_models import BarrierState, SubjobSpec
 from grid_tasks.duroc.waiting import announce
@@ -53,7 +51,7 @@ URL_KEY = "grid_tasks:duroc:url:{}"
 log = logging.getLogger(__name__)
 
 
-class Coallocator(StructureChanges):
+class Coallocator(HeaderSteps, StructureChanges):
     """DUROC control operations over one :class:`~grid_tasks.client.Grid`."""
 
     def __init__(self, grid: Any) -> None:
@@ -177,85 +175,6 @@ class Coallocator(StructureChanges):
             gone = True
         if gone:
             self._cancel_gram(gram_id)
-
-    def note_delivery(self, job_id: int, address: int, task_id: str | None,
-                      redelivered: bool) -> None:
-        """Count one delivery of the header task watching ``address`` (see
-        :func:`~grid_tasks.duroc.control_rows.note_delivery`)."""
-        note_delivery(self.store.client, job_id, address, task_id, redelivered)
-
-    def header_deliveries(self, job: int | str) -> dict[int, dict[str, Any]]:
-        """Per subjob address: ``runs`` and ``redelivered`` counts and the ``task`` id of
-        its header task; empty for a job never watched."""
-        return header_deliveries(self.store.client, parse_job_ref(job))
-
-    def watch_step(self, job_id: int, address: int, deadline: float,
-                   slice_s: float = 1.0) -> dict[str, Any] | None:
-        """One bounded step of a header task: a result, None (call again), or an error."""
-        sid = store_id(job_id)
-        info = self._barrier_info(job_id, address)
-        if info is None:
-            return {"address": address, "deleted": True}
-        if info.complete:
-            return {"address": address, "label": info.label, "entered": info.entered}
-        try:
-            gram_id = self.submit_subjob(job_id, address)
-        except CoallocFinishedError:
-            if self._barrier_info(job_id, address) is None:  # deleted since the look above
-                return {"address": address, "deleted": True}
-            raise
-        status = self.grid.status(gram_id)
-        if status.state.terminal:
-            why = status.reason if status.state is JobState.FAILED else None
-            return self._subjob_died(job_id, info, why or (
-                f"its processes ended ({status.state.value}, exit code {status.exit_code})"))
-        if time.time() >= deadline:
-            reason = f"barrier timeout: subjob {info.label!r} not started in time"
-            self.store.abort(sid, reason)
-            raise BarrierDeadlineError(f"coallocated job {job_id}: {reason}")
-        try:
-            self.store.await_entries(sid, [address],
-                                     timeout=max(0.05, min(slice_s, deadline - time.time())))
-        except BarrierTimeoutError:
-            return None
-        except SubjobNotFoundError:
-            return {"address": address, "deleted": True}
-        except BarrierAbortedError as exc:
-            raise CoallocFinishedError(f"coallocated job {job_id} aborted: {exc.reason}") \
-                from None
-        # The last entry released the barrier in the store: record it in SQL now rather
-        # than after the chord's join and body (a no-op while other subjobs are not in).
-        try:
-            self.release_step(job_id)
-        except Exception:  # noqa: BLE001 - best effort: the chord body records it too,
-            log.warning("coallocated job %s: release not recorded by the watcher of %s",
-                        job_id, address, exc_info=True)  # and no header must fail for it
-        return {"address": address, "label": info.label, "entered": info.size}
-
-    def _barrier_info(self, job_id: int, address: int) -> Any:
-        try:
-            snap = self.store.snapshot(store_id(job_id))
-        except JobNotFoundError:
-            raise CoallocFinishedError(f"coallocated job {job_id} is gone") from None
-        if snap.state is BarrierState.ABORTED:
-            raise CoallocFinishedError(f"coallocated job {job_id} aborted: {snap.reason}")
-        info = next((s for s in snap.subjobs if s.address == address), None)
-        if info is not None and snap.state is BarrierState.RELEASED:
-            return type(info)(**{**info.__dict__, "entered": info.size})
-        return info
-
-    def _subjob_died(self, job_id: int, info: Any, reason: str) -> dict[str, Any]:
-        """A subjob ended before the barrier: strict aborts the job, loose leaves it."""
-        why = f"subjob {info.label!r} failed before the barrier: {reason}"
-        if info.start_type is SubjobStartType.STRICT_BARRIER:
-            self.store.abort(store_id(job_id), why)
-            raise SubjobFailedError(f"coallocated job {job_id}: {why}", label=info.label,
-                                    reason=reason)
-        try:  # a loose subjob leaves the barrier so the others can still be released
-            self.store.delete_subjob(store_id(job_id), info.label)
-        except (StructureFrozenError, SubjobNotFoundError):
-            pass
-        return {"address": info.address, "label": info.label, "failed": reason}
 
     # -- release, failure, cancel ------------------------------------------------------
     def release_step(self, job_id: int) -> bool | None:

@@ -113,7 +113,7 @@ class _ToAst(Transformer):
         parts: tuple[Any, ...] = tuple(children[::2])  # drop the CONCAT tokens between
         return Concat(parts, parts[0].line, parts[0].column)
 
-    def literal(self, children: list[Token]) -> Literal:
+    def literal(self, children: list[Any]) -> Literal:
         tok = children[0]
         return Literal(tok[1], tok[2], tok[3])
 

@@ -15,17 +15,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from grid_tasks.maui.cfg.res_types import Availability, Days, Resources
 from grid_tasks.maui.cfg.types import (
     INFINITY,
-    Availability,
     Bool,
     Choice,
-    Days,
     Float,
     FsTarget,
     Int,
     List,
-    Resources,
     Str,
     Throttle,
     Time,

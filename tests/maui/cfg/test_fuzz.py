@@ -10,19 +10,16 @@ from hypothesis import strategies as st
 
 from grid_tasks.maui.cfg import PARAMETERS, MauiConfig, MauiConfigError, parse_maui_config
 from grid_tasks.maui.cfg.params import NODECFG_KEYS, OBJECT_PARAMETERS, SRCFG_KEYS
+from grid_tasks.maui.cfg.res_types import Availability, DAY_NAMES, Days, Resources
 from grid_tasks.maui.cfg.types import (
-    DAY_NAMES,
     INFINITY,
-    Availability,
     Bool,
     Choice,
-    Days,
     FairshareTarget,
     Float,
     FsTarget,
     Int,
     List,
-    Resources,
     Str,
     Throttle,
     Time,

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from grid_tasks.maui.cfg import MauiConfigError, parse_maui_config
-from grid_tasks.maui.cfg.types import LONG_MAX, Int, Resources, Throttle, Time, ValueProblem
+from grid_tasks.maui.cfg.res_types import Resources
+from grid_tasks.maui.cfg.types import LONG_MAX, Int, Throttle, Time, ValueProblem
 
 #: One past CPython's default int() digit limit (4300).
 HUGE = "3" * 4301

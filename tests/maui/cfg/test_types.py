@@ -4,19 +4,16 @@ from __future__ import annotations
 
 import pytest
 
+from grid_tasks.maui.cfg.res_types import Availability, DAY_NAMES, Days, Resources
 from grid_tasks.maui.cfg.types import (
-    DAY_NAMES,
     INFINITY,
-    Availability,
     Bool,
     Choice,
-    Days,
     FairshareTarget,
     Float,
     FsTarget,
     Int,
     List,
-    Resources,
     Str,
     Throttle,
     Time,
