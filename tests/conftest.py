@@ -22,6 +22,9 @@ Reusable by every package's tests:
 from __future__ import annotations
 
 import os
+import pwd
+import secrets
+import subprocess
 from collections.abc import Callable, Iterator
 
 # Imported here, in the main thread, before any in-process Celery worker thread runs:
@@ -154,3 +157,18 @@ def node_worker(settings: Settings, grid_env: dict[str, str],
     pids = supervisor.all_pids()
     supervisor.stop_all(timeout=10)
     assert leftover(pids) == [], "worker processes survived teardown"
+
+
+@pytest.fixture
+def throwaway_user() -> Iterator[pwd.struct_passwd]:
+    """A system user made for this test and removed afterwards (needs root and useradd)."""
+    name = f"gtuser{secrets.token_hex(4)}"
+    subprocess.run(["useradd", "--system", "--no-create-home", "--home-dir", "/nonexistent",
+                    "--shell", "/usr/sbin/nologin", "--user-group", name],
+                   check=True, capture_output=True)
+    try:
+        yield pwd.getpwnam(name)
+    finally:
+        subprocess.run(["userdel", name], check=False, capture_output=True)
+        with pytest.raises(KeyError):
+            pwd.getpwnam(name)

@@ -1,13 +1,16 @@
-"""A coordination store on the private test Redis (see tests/conftest.py)."""
+"""A coordination store on the private test Redis (see tests/conftest.py), and a live
+DUROC grid: the GRAM test grid plus real gatekeeper processes, one per module."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
 from grid_tasks.duroc.store import CoordinationStore
 from grid_tasks.settings import Settings
+from tests.duroc.live import duroc_grid_of
 
 JOB_USER_PREFIX = "grid_tasks-job-"
 
@@ -22,3 +25,8 @@ def store(settings: Settings) -> Iterator[CoordinationStore]:
         if user.startswith(JOB_USER_PREFIX):
             coordination.client.acl_deluser(user)
     coordination.close()
+
+
+@pytest.fixture(scope="module")
+def duroc_grid(redis_server: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    yield from duroc_grid_of(redis_server, tmp_path_factory)

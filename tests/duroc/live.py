@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +53,18 @@ def start_gatekeepers(live: Any, rms: tuple[str, ...] = ("rmA", "rmB")) -> dict[
         children[rm] = live.supervisor.spawn(f"gatekeeper-{rm}-{time.monotonic_ns()}", argv,
                                              env=live.env)
     return children
+
+
+def duroc_grid_of(redis_server: Any, tmp_path_factory: Any) -> Iterator[Any]:
+    """A module's live DUROC grid: the GRAM test grid plus one gatekeeper process per RM."""
+    import gc
+
+    from tests.gram.conftest import _live_grid
+
+    for live in _live_grid(redis_server, tmp_path_factory, None):
+        live.gatekeepers = start_gatekeepers(live)
+        yield live
+        gc.collect()  # Celery result objects unsubscribe while the grid's Redis is up
 
 
 def program(tmp: Path) -> Path:

@@ -5,26 +5,14 @@ from __future__ import annotations
 import os
 import signal
 import time
-from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
 from grid_tasks.states import JobState
 from tests.duroc.live import component, markers, program, start_gatekeepers
-from tests.gram.conftest import _live_grid
 
 pytestmark = pytest.mark.timeout(300)
-
-
-@pytest.fixture(scope="module")
-def duroc_grid(redis_server: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    for live in _live_grid(redis_server, tmp_path_factory, None):
-        live.gatekeepers = start_gatekeepers(live)
-        yield live
-        import gc
-
-        gc.collect()  # Celery result objects unsubscribe while the grid's Redis is up
 
 
 def _wait_entered(job: Any, label: str, count: int, timeout: float = 30) -> None:

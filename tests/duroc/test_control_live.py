@@ -3,25 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
 from grid_tasks.states import JobState
-from tests.duroc.live import component, markers, program, start_gatekeepers
-from tests.gram.conftest import _live_grid
+from tests.duroc.live import component, markers, program
 
 pytestmark = pytest.mark.timeout(120)
-
-
-@pytest.fixture(scope="module")
-def duroc_grid(redis_server: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    for live in _live_grid(redis_server, tmp_path_factory, None):
-        live.gatekeepers = start_gatekeepers(live)
-        yield live
-        import gc
-
-        gc.collect()  # Celery result objects unsubscribe while the grid's Redis is up
 
 
 @pytest.fixture

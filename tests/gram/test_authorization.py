@@ -4,11 +4,7 @@ mapped local account at launch (real SQL, Redis, processes; no Celery worker nee
 from __future__ import annotations
 
 import os
-import pwd
-import secrets
 import shutil
-import subprocess
-from collections.abc import Iterator
 
 import pytest
 
@@ -36,18 +32,6 @@ def mapped(quiet_settings, tmp_path):
     prepare_database(settings, load_topology(settings.topology_file))
     yield settings, path.write_text
     db.dispose_engines()
-
-
-@pytest.fixture
-def throwaway_user() -> Iterator[pwd.struct_passwd]:
-    name = f"gtgram{secrets.token_hex(4)}"
-    subprocess.run(["useradd", "--system", "--no-create-home", "--home-dir", "/nonexistent",
-                    "--shell", "/usr/sbin/nologin", "--user-group", name],
-                   check=True, capture_output=True)
-    try:
-        yield pwd.getpwnam(name)
-    finally:
-        subprocess.run(["userdel", name], check=False, capture_output=True)
 
 
 def _run(settings, job_id: int) -> JobManager:

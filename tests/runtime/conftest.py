@@ -1,4 +1,4 @@
-"""A coordination store on the private test Redis, and job processes launched on it."""
+"""Job processes launched on a coordination store (``store``: tests/duroc/conftest.py)."""
 
 from __future__ import annotations
 
@@ -10,24 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from grid_tasks.duroc.store import CoordinationStore
 from grid_tasks.runtime.env import runtime_environment
-from grid_tasks.settings import Settings
-
-JOB_USER_PREFIX = "grid_tasks-job-"
-
-
-@pytest.fixture
-def store(settings: Settings) -> Iterator[CoordinationStore]:
-    """A store on the flushed private Redis; short wait slices so vanishing is seen fast."""
-    coordination = CoordinationStore.from_url(settings.redis_url, slice_s=0.5)
-    yield coordination
-    # ACL users are server-wide: do not let one test's users reach the next
-    for user in coordination.client.acl_users():
-        if user.startswith(JOB_USER_PREFIX):
-            coordination.client.acl_deluser(user)
-    coordination.close()
-
+from tests.duroc.conftest import store  # noqa: F401 - the same store fixture
 
 PROGRAM = Path(__file__).with_name("job_program.py")
 

@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import os
 import pwd
-import secrets
 import shutil
 import subprocess
-from collections.abc import Iterator
 
 import pytest
 
@@ -17,21 +15,6 @@ from grid_tasks.security.gridmap import GridMap
 
 needs_root = pytest.mark.skipif(os.geteuid() != 0 or shutil.which("useradd") is None,
                                 reason="needs root and useradd")
-
-
-@pytest.fixture
-def throwaway_user() -> Iterator[pwd.struct_passwd]:
-    """A system user made for this test and removed afterwards."""
-    name = f"gtsec{secrets.token_hex(4)}"
-    subprocess.run(["useradd", "--system", "--no-create-home", "--home-dir", "/nonexistent",
-                    "--shell", "/usr/sbin/nologin", "--user-group", name],
-                   check=True, capture_output=True)
-    try:
-        yield pwd.getpwnam(name)
-    finally:
-        subprocess.run(["userdel", name], check=False, capture_output=True)
-        with pytest.raises(KeyError):
-            pwd.getpwnam(name)
 
 
 @needs_root
