@@ -8,12 +8,14 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import time
 from pathlib import Path
 from types import TracebackType
 
 import redis
 
+from grid_tasks.embedded.supervisor import die_with_parent
 from grid_tasks.errors import ConfigError, ConnectivityError
 
 
@@ -45,8 +47,11 @@ class RedisServer:
     """One private redis-server process; use as a context manager or start()/stop()."""
 
     def __init__(self, directory: Path, password: str | None = None,
-                 port: int | None = None) -> None:
+                 port: int | None = None, *, die_with_parent: bool = False) -> None:
         self.directory = Path(directory)
+        # Only for a server started from a thread that lives as long as it should (the
+        # main thread of `grid-tasks up`): the signal follows the starting thread.
+        self.die_with_parent = die_with_parent
         self.password = secrets.token_urlsafe(16) if password is None else password
         self.port = port
         self.process: subprocess.Popen[bytes] | None = None
@@ -81,9 +86,12 @@ class RedisServer:
             argv += ["--requirepass", self.password]
         # Own session: a Ctrl-C aimed at the parent's terminal group is handled by
         # the parent, which then stops us in order.
+        linux = sys.platform.startswith("linux")
         self.process = subprocess.Popen(argv, stdin=subprocess.DEVNULL,
                                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                        start_new_session=True)
+                                        start_new_session=True,
+                                        preexec_fn=die_with_parent
+                                        if self.die_with_parent and linux else None)
 
     def _wait_ready(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout

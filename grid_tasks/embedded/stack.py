@@ -16,6 +16,7 @@ import secrets
 import signal
 import socket
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -96,6 +97,9 @@ class EmbeddedStack:
         say = progress or (lambda _msg: None)
         try:
             say("starting redis-server")
+            # killed with us even by SIGKILL, like the workers (when the starting thread
+            # lives as long as the stack: the signal follows the thread)
+            self.redis.die_with_parent = threading.current_thread() is threading.main_thread()
             self.redis.start()
             self.settings = self._settings()
             write_env_file(self.state_dir / ENV_FILE, self.settings)
@@ -117,13 +121,17 @@ class EmbeddedStack:
             raise
 
     def stop(self) -> None:
-        """Stop every process started (workers first, Redis last)."""
-        if self.metrics is not None:
-            metrics, self.metrics = self.metrics, None
-            metrics.stop()
-        self.supervisor.stop_all(timeout=10.0)
-        self.redis.stop()
-        (self.state_dir / ENV_FILE).unlink(missing_ok=True)
+        """Stop every process started (workers first, Redis last).
+
+        A second Ctrl-C or SIGTERM meanwhile is ignored: the stop it asks for is under
+        way, and cutting it short would leave Redis running."""
+        with _signals_ignored():
+            if self.metrics is not None:
+                metrics, self.metrics = self.metrics, None
+                metrics.stop()
+            self.supervisor.stop_all(timeout=10.0)
+            self.redis.stop()
+            (self.state_dir / ENV_FILE).unlink(missing_ok=True)
 
     def __enter__(self) -> "EmbeddedStack":
         self.start()
@@ -264,6 +272,21 @@ def prepare_database(settings: Settings, topology: GridTopology) -> bool:
         db.sync_topology(session, topology)
     db.dispose_engines(settings.database_url)
     return True
+
+
+@contextmanager
+def _signals_ignored() -> Iterator[None]:
+    """SIGINT, SIGTERM and SIGHUP ignored for the duration (main thread only)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    sigs = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in sigs}
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
 
 
 @contextmanager

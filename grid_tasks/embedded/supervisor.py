@@ -31,7 +31,8 @@ log = logging.getLogger(__name__)
 HEALTHY_RUN_S = 60.0
 
 
-def _die_with_parent() -> None:  # pragma: no cover - runs in the child before exec
+def die_with_parent() -> None:  # pragma: no cover - runs in the child before exec
+    """``preexec_fn``: SIGTERM this child when the thread that started it dies."""
     try:
         libc = ctypes.CDLL("libc.so.6", use_errno=True)
         libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
@@ -111,7 +112,7 @@ class Supervisor:
             return subprocess.Popen(
                 list(argv), stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
                 env=dict(env) if env is not None else None, cwd=cwd, start_new_session=True,
-                preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None)
+                preexec_fn=die_with_parent if sys.platform.startswith("linux") else None)
 
     def check(self) -> list[str]:
         """Restart children that exited unexpectedly (once their backoff is over); the

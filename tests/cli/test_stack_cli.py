@@ -63,6 +63,36 @@ def test_demo_checks_every_node_and_cleans_up(tmp_path, grid_env, grid_tasks_com
     assert stack_processes(state) == []
 
 
+def test_up_stops_everything_after_an_impatient_second_ctrl_c(tmp_path, grid_env,
+                                                              grid_tasks_command):
+    # `grid-tasks up | tee up.log`, then Ctrl-C twice: the first one also ends tee, so
+    # what `up` prints while stopping meets a closed pipe, and the second one arrives
+    # while it stops.  Neither may cut the stop short: nothing is left running.
+    state = tmp_path / "up"
+    proc = subprocess.Popen([*grid_tasks_command, "up", "--state-dir", str(state),
+                             "--topology", str(DEMO_TOPOLOGY)],
+                            env=_env(grid_env), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True)
+    try:
+        for line in proc.stdout:
+            if "Ctrl-C stops the grid" in line:
+                break
+        family = psutil.Process(proc.pid).children(recursive=True)
+        assert any("redis-server" in " ".join(p.cmdline()) for p in family)
+        proc.stdout.close()
+        proc.send_signal(signal.SIGINT)
+        time.sleep(0.3)  # stopping by now
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=30)
+        assert [p for p in family if p.is_running() and p.status() != psutil.STATUS_ZOMBIE] == []
+        assert stack_processes(state) == []
+        assert not (state / "stack.env").exists()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
 def test_up_stops_everything_on_signal(sig, tmp_path, grid_env, grid_tasks_command):
     state = tmp_path / "up"

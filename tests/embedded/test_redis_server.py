@@ -54,3 +54,28 @@ def test_a_server_that_dies_at_start_says_so_with_its_exit_code(tmp_path, monkey
     with pytest.raises(ConnectivityError, match=r"did not start \(it exited with code 3\)"):
         server.start(timeout=5)
     assert server.process is None  # every attempt was reaped
+
+
+def test_a_server_started_to_die_with_its_parent_goes_when_the_parent_is_killed(tmp_path):
+    # what `grid-tasks up` starts: a SIGKILLed `up` (no cleanup code runs) leaves no Redis
+    import subprocess
+    import sys
+    import time
+
+    script = ("import time; from pathlib import Path;"
+              "from grid_tasks.embedded.redis_server import RedisServer;"
+              f"s = RedisServer(Path({str(tmp_path)!r}), die_with_parent=True).start();"
+              "print(s.process.pid, flush=True); time.sleep(60)")
+    parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    try:
+        server = psutil.Process(int(parent.stdout.readline()))
+        assert "redis-server" in " ".join(server.cmdline())
+        parent.kill()
+        parent.wait()
+        deadline = time.monotonic() + 10
+        while server.is_running() and server.status() != psutil.STATUS_ZOMBIE:
+            assert time.monotonic() < deadline, "redis-server outlived its killed parent"
+            time.sleep(0.05)
+    finally:
+        parent.kill()
+        parent.wait()
