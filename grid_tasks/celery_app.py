@@ -24,7 +24,6 @@ Run a worker with ``celery -A grid_tasks.celery_app worker`` (settings from
 from __future__ import annotations
 
 import pkgutil
-import re
 from pathlib import Path
 from typing import Any
 
@@ -32,10 +31,9 @@ from celery import Celery
 from celery.signals import beat_init
 
 from grid_tasks.errors import GridTasksError
+# re-exported: callers know the queue names as the app's
+from grid_tasks.queues import SCHEDULER_QUEUE, QueueNameError, gatekeeper_queue, node_queue  # noqa: F401
 from grid_tasks.settings import Settings
-
-SCHEDULER_QUEUE = "scheduler"
-_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*$")
 
 #: Task options for launch-critical tasks: ``@app.task(**LAUNCH_CRITICAL)``.
 LAUNCH_CRITICAL: dict[str, Any] = {"acks_late": True, "reject_on_worker_lost": True}
@@ -51,24 +49,6 @@ def restore_interval(visibility_timeout: float) -> int:
     return max(1, min(UNACKED_RESTORE_INTERVAL, int(visibility_timeout // 2)))
 
 
-class QueueNameError(GridTasksError, ValueError):
-    """A resource manager or node name that cannot be part of a queue name."""
-
-
-def _check(kind: str, name: str) -> str:
-    if not isinstance(name, str) or not _NAME_RE.match(name):
-        raise QueueNameError(f"invalid {kind} name {name!r}: use letters, digits, '_' and '-'")
-    return name
-
-
-def gatekeeper_queue(rm: str) -> str:
-    """The queue of resource manager ``rm``'s GRAM gatekeeper: ``gram.<rm>``."""
-    return f"gram.{_check('resource manager', rm)}"
-
-
-def node_queue(rm: str, node: str) -> str:
-    """The queue of one node daemon: ``node.<rm>.<node>``."""
-    return f"node.{_check('resource manager', rm)}.{_check('node', node)}"
 
 
 def readable(verb: str, *, job: object = None, rm: str | None = None,

@@ -15,11 +15,11 @@ from typing import Any
 
 import redis
 
-from grid_tasks.celery_app import SCHEDULER_QUEUE, gatekeeper_queue, node_queue
 from grid_tasks.errors import GridTasksError
 from grid_tasks.utc import as_utc, from_epoch
 from grid_tasks.metrics.exposition import MetricFamily
 from grid_tasks.metrics.iteration import read_iterations
+from grid_tasks.queues import SCHEDULER_QUEUE, gatekeeper_queue, node_queue
 from grid_tasks.settings import Settings
 from grid_tasks.states import JobState, MauiJobState, NodeState
 from grid_tasks.topology import GridTopology, load_topology

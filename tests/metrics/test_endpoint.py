@@ -176,3 +176,15 @@ def test_other_paths_and_a_busy_port(grid_settings, server):
     port = int(server.url.rsplit(":", 1)[1].split("/")[0])
     with pytest.raises(ConnectivityError, match=f"cannot serve metrics on 127.0.0.1:{port}"):
         MetricsServer(grid_settings, port=port)
+
+
+def test_the_exporter_imports_without_celery():
+    # `grid-tasks up` runs the exporter in its own process while eight workers start:
+    # Celery's import there (over a second of CPU on a slow host) delayed them all.
+    import subprocess
+
+    code = ("import sys; import grid_tasks.metrics; "
+            "print('celery' in sys.modules or 'kombu' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout.strip()
+    assert out == "False"

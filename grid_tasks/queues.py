@@ -1,0 +1,34 @@
+"""Queue names of the grid, without Celery: what routes, workers and metrics agree on.
+
+Kept apart from :mod:`grid_tasks.celery_app` so that processes that only need the
+names (the metrics exporter of ``grid-tasks up``, for one) never pay Celery's import.
+"""
+
+from __future__ import annotations
+
+import re
+
+from grid_tasks.errors import GridTasksError
+
+SCHEDULER_QUEUE = "scheduler"
+_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*$")
+
+
+class QueueNameError(GridTasksError, ValueError):
+    """A resource manager or node name that cannot be part of a queue name."""
+
+
+def _check(kind: str, name: str) -> str:
+    if not isinstance(name, str) or not _NAME_RE.match(name):
+        raise QueueNameError(f"invalid {kind} name {name!r}: use letters, digits, '_' and '-'")
+    return name
+
+
+def gatekeeper_queue(rm: str) -> str:
+    """The queue of resource manager ``rm``'s GRAM gatekeeper: ``gram.<rm>``."""
+    return f"gram.{_check('resource manager', rm)}"
+
+
+def node_queue(rm: str, node: str) -> str:
+    """The queue of one node daemon: ``node.<rm>.<node>``."""
+    return f"node.{_check('resource manager', rm)}.{_check('node', node)}"
