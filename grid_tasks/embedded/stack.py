@@ -103,10 +103,15 @@ class EmbeddedStack:
             self.redis.start()
             self.settings = self._settings()
             write_env_file(self.state_dir / ENV_FILE, self.settings)
+            say("starting scheduler and node daemons")
+            self._spawn_workers()
+            # While they start (seconds of imports): node daemons retry their first SQL
+            # record until this is done, and the workers touch the database for nothing
+            # else until a node has recorded itself and triggered its RM's iteration.
             say("preparing the database")
             prepare_database(self.settings, self.topology)
-            say("starting scheduler, beats and node daemons")
-            self._spawn_workers()
+            say("starting beats")
+            self._spawn_beats()  # after: their periodic iterations read the database
             self._start_metrics()
             if self.options.flower:
                 self._spawn_flower()
@@ -179,16 +184,18 @@ class EmbeddedStack:
             "worker", "--scheduler", "--no-check", "-l", lvl, "-c", "4",
             "--", "-n", "scheduler-2@%h"),
             env=self.child_env())
-        # Two HA beats (one leads through a Redis lease, one stands by), never a beat
-        # embedded in the scheduler worker beside them.
-        from grid_tasks.ha.launch import beat_commands
-
-        for name, argv in beat_commands(2, loglevel=lvl):
-            self.supervisor.spawn(name, argv, env=self.child_env())
         for spec in self.topology.iter_nodes():
             self.supervisor.spawn(f"node-{spec.rm}-{spec.name}", self._grid_tasks(
                 "worker", "--rm", spec.rm, "--node", spec.name, "--no-check", "-l", lvl,
                 "-c", "2"), env=self.child_env())
+
+    def _spawn_beats(self) -> None:
+        """Two HA beats (one leads through a Redis lease, one stands by), never a beat
+        embedded in the scheduler worker beside them."""
+        from grid_tasks.ha.launch import beat_commands
+
+        for name, argv in beat_commands(2, loglevel=self.options.loglevel):
+            self.supervisor.spawn(name, argv, env=self.child_env())
 
     def _start_metrics(self) -> None:
         from grid_tasks.metrics.server import start_metrics_server

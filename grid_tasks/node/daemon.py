@@ -21,7 +21,7 @@ from typing import Any
 from celery import Celery, bootsteps
 from celery.worker import state as worker_state
 
-from grid_tasks.errors import GridTasksError
+from grid_tasks.errors import GridTasksError, NotFoundError
 from grid_tasks.node.registry import NodeRegistry
 from grid_tasks.node.resources import detect_resources, host_facts
 from grid_tasks.settings import Settings
@@ -141,7 +141,7 @@ class NodeDaemonStep(bootsteps.StartStopStep):
 
         def first() -> None:
             try:
-                record_in_db(settings, rm, node, resources)
+                record_when_ready(settings, rm, node, resources)
             finally:  # after the SQL record: the iteration sees the node
                 changed("registered")
 
@@ -200,6 +200,34 @@ def record_in_db(settings: Settings, rm: str, node: str, resources: dict[str, An
     with db.session_scope(factory) as session:
         db.record_node_seen(session, rm, node, resources, datetime.now(timezone.utc))
     return True
+
+
+#: Seconds before each retry of the first SQL record while the database is not ready
+#: (not migrated, or the node not synced from the topology yet): a daemon may start
+#: before whoever prepares the database, as under ``grid-tasks up``.  About 30 s in all.
+RECORD_RETRY_DELAYS = (0.1, 0.2, 0.5, 1.0, 2.0, 3.0, 5.0, 5.0, 5.0, 8.0)
+
+
+def record_when_ready(settings: Settings, rm: str, node: str, resources: dict[str, Any],
+                      delays: tuple[float, ...] = RECORD_RETRY_DELAYS) -> bool:
+    """:func:`record_in_db`, retried while the database is not ready for it."""
+    for delay in (*delays, None):
+        try:
+            return record_in_db(settings, rm, node, resources)
+        except Exception as exc:
+            if delay is None or not _not_ready(exc):
+                raise
+            log.info("node %s/%s: database not ready (%s); recording again in %g s", rm, node,
+                     (str(exc).strip() or type(exc).__name__).splitlines()[0], delay)
+            time.sleep(delay)
+    return False
+
+
+def _not_ready(exc: BaseException) -> bool:
+    """A missing table (not migrated yet), node row (not synced yet) or connection."""
+    from sqlalchemy.exc import OperationalError
+
+    return isinstance(exc, (OperationalError, NotFoundError))
 
 
 def install(app: Celery) -> None:

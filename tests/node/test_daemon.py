@@ -8,7 +8,7 @@ import time
 import pytest
 
 from grid_tasks.celery_app import node_queue
-from grid_tasks.node.daemon import NodeDaemonStep, node_identity, record_in_db
+from grid_tasks.node.daemon import NodeDaemonStep, node_identity, record_in_db, record_when_ready
 from grid_tasks.node.registry import NodeRegistry
 from grid_tasks.node.tasks import NODE_CHECK, check_options
 from grid_tasks.states import NodeState
@@ -74,6 +74,45 @@ def test_registration_is_recorded_in_the_database(settings):
     db.dispose_engines(settings.database_url)
 
 
+def test_first_record_waits_for_the_database_to_be_prepared(settings):
+    # `grid-tasks up` starts the daemons first and migrates meanwhile: a daemon that is
+    # quicker finds no tables (then no node row) and records once they are there.
+    import threading
+
+    db = pytest.importorskip("grid_tasks.db")
+    from grid_tasks.embedded.stack import prepare_database
+    from grid_tasks.topology import load_topology
+
+    topology = load_topology(settings.topology_file)
+    res = topology.node("rmB", "node3").resources()
+    outcome: list[object] = []
+    recorder = threading.Thread(target=lambda: outcome.append(
+        record_when_ready(settings, "rmB", "node3", res, delays=(0.05,) * 100)))
+    recorder.start()
+    time.sleep(0.3)
+    assert outcome == [] and recorder.is_alive(), "it must wait, not give up"
+    assert prepare_database(settings, topology)
+    recorder.join(timeout=30)
+    assert outcome == [True]
+    factory = db.session_factory(db.get_engine(settings.database_url))
+    with db.session_scope(factory) as session:
+        row = db.get_node(session, "rmB", "node3")
+        assert row.registered_at is not None and row.procs == 2
+    db.dispose_engines(settings.database_url)
+
+
+def test_first_record_gives_up_on_a_database_that_never_gets_ready(settings):
+    from grid_tasks.errors import NotFoundError
+
+    pytest.importorskip("grid_tasks.db")
+    res = {"procs": 2}
+    started = time.monotonic()
+    with pytest.raises(Exception) as info:
+        record_when_ready(settings, "rmB", "node3", res, delays=(0.05, 0.05))
+    assert time.monotonic() - started < 10
+    assert isinstance(info.value, NotFoundError) or "no such table" in str(info.value)
+
+
 def test_killed_daemon_shows_unknown_within_two_intervals(settings, node_worker):
     registry = NodeRegistry.from_url(settings.redis_url, settings.heartbeat_ttl)
     child = node_worker("rmA", "node1")
@@ -135,6 +174,11 @@ def test_daemon_triggers_its_rms_iteration_on_register_return_and_goodbye(settin
     from grid_tasks.node.registry import alive_key
     from grid_tasks.scheduling import dirty_key, queued_key
 
+    from grid_tasks.embedded.stack import prepare_database
+    from grid_tasks.topology import load_topology
+
+    # the trigger follows the first SQL record, which waits for a prepared database
+    prepare_database(settings, load_topology(settings.topology_file))
     client = redis.Redis.from_url(settings.redis_url)
     app = celery_app_factory(node=("rmB", "node3"))
 
