@@ -93,8 +93,10 @@ class StepProfile:
         ex_start, ex_end, amount = own
         lo = bisect_right(self.times, start) - 1
         hi = bisect_right(self.times, limit, lo)
-        if hi <= lo or max(self.vals[lo:hi]) < need:
-            return inf  # never that much free before the limit: cannot move earlier
+        if ex_start >= limit and (hi <= lo or max(self.vals[lo:hi]) < need):
+            # never that much free before the limit (``own`` gives back nothing there,
+            # as when a reservation tries to move earlier): no start can fit
+            return inf
         self._split(ex_start)
         if ex_end < inf:
             self._split(ex_end)
