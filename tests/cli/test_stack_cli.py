@@ -7,7 +7,10 @@ import os
 import signal
 import subprocess
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import psutil
 import pytest
@@ -63,40 +66,11 @@ def test_demo_checks_every_node_and_cleans_up(tmp_path, grid_env, grid_tasks_com
     assert stack_processes(state) == []
 
 
-def test_up_stops_everything_after_an_impatient_second_ctrl_c(tmp_path, grid_env,
-                                                              grid_tasks_command):
-    # `grid-tasks up | tee up.log`, then Ctrl-C twice: the first one also ends tee, so
-    # what `up` prints while stopping meets a closed pipe, and the second one arrives
-    # while it stops.  Neither may cut the stop short: nothing is left running.
-    state = tmp_path / "up"
-    proc = subprocess.Popen([*grid_tasks_command, "up", "--state-dir", str(state),
-                             "--topology", str(DEMO_TOPOLOGY)],
-                            env=_env(grid_env), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True)
-    try:
-        for line in proc.stdout:
-            if "Ctrl-C stops the grid" in line:
-                break
-        family = psutil.Process(proc.pid).children(recursive=True)
-        assert any("redis-server" in " ".join(p.cmdline()) for p in family)
-        proc.stdout.close()
-        proc.send_signal(signal.SIGINT)
-        time.sleep(0.3)  # stopping by now
-        proc.send_signal(signal.SIGINT)
-        proc.wait(timeout=30)
-        assert [p for p in family if p.is_running() and p.status() != psutil.STATUS_ZOMBIE] == []
-        assert stack_processes(state) == []
-        assert not (state / "stack.env").exists()
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-
-
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
-def test_up_stops_everything_on_signal(sig, tmp_path, grid_env, grid_tasks_command):
-    state = tmp_path / "up"
-    proc = subprocess.Popen([*grid_tasks_command, "up", "--state-dir", str(state),
+@contextmanager
+def _running_up(state: Path, grid_env: dict[str, str], command: list[str]) -> Iterator[Any]:
+    """``grid-tasks up`` in a subprocess, read until it says how to stop it; yields
+    ``(process, what it printed, its children)``; killed if still running at the end."""
+    proc = subprocess.Popen([*command, "up", "--state-dir", str(state),
                              "--topology", str(DEMO_TOPOLOGY)],
                             env=_env(grid_env), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True)
@@ -106,10 +80,41 @@ def test_up_stops_everything_on_signal(sig, tmp_path, grid_env, grid_tasks_comma
             lines.append(line)
             if "Ctrl-C stops the grid" in line:
                 break
-        out = "".join(lines)
+        yield proc, "".join(lines), psutil.Process(proc.pid).children(recursive=True)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def _all_gone(family: list[psutil.Process], state: Path) -> None:
+    assert [p for p in family if p.is_running() and p.status() != psutil.STATUS_ZOMBIE] == []
+    assert stack_processes(state) == []
+    assert not (state / "stack.env").exists()
+
+
+def test_up_stops_everything_after_an_impatient_second_ctrl_c(tmp_path, grid_env,
+                                                              grid_tasks_command):
+    # `grid-tasks up | tee up.log`, then Ctrl-C twice: the first one also ends tee, so
+    # what `up` prints while stopping meets a closed pipe, and the second one arrives
+    # while it stops.  Neither may cut the stop short: nothing is left running.
+    state = tmp_path / "up"
+    with _running_up(state, grid_env, grid_tasks_command) as (proc, _, family):
+        assert any("redis-server" in " ".join(p.cmdline()) for p in family)
+        proc.stdout.close()
+        proc.send_signal(signal.SIGINT)
+        time.sleep(0.3)  # stopping by now
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=30)
+        _all_gone(family, state)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_up_stops_everything_on_signal(sig, tmp_path, grid_env, grid_tasks_command):
+    state = tmp_path / "up"
+    with _running_up(state, grid_env, grid_tasks_command) as (proc, out, family):
         assert "grid up in" in out, out
         assert "export GRID_TASKS_REDIS_URL=" in out
-        family = psutil.Process(proc.pid).children(recursive=True)
         assert len(family) >= 6  # redis + scheduler + 4 node daemons
         if sig == signal.SIGTERM:  # another shell finds the running grid by its state dir
             listing = subprocess.run([*grid_tasks_command, "nodes", "--json", "--stack",
@@ -121,10 +126,4 @@ def test_up_stops_everything_on_signal(sig, tmp_path, grid_env, grid_tasks_comma
         rest = proc.communicate(timeout=30)[0]
         assert proc.returncode == 0, rest
         assert "no process left behind" in rest
-        assert [p for p in family if p.is_running() and p.status() != psutil.STATUS_ZOMBIE] == []
-        assert stack_processes(state) == []
-        assert not (state / "stack.env").exists()
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        _all_gone(family, state)

@@ -60,18 +60,29 @@ def _next_beat(registry: NodeRegistry, after: float | None, timeout: float) -> f
 
 
 def test_registration_is_recorded_in_the_database(settings):
-    db = pytest.importorskip("grid_tasks.db")
+    pytest.importorskip("grid_tasks.db")
     from grid_tasks.embedded.stack import prepare_database
     from grid_tasks.topology import load_topology
 
     assert prepare_database(settings, load_topology(settings.topology_file))
     res = load_topology(settings.topology_file).node("rmA", "node1").resources()
     assert record_in_db(settings, "rmA", "node1", res)
+    row = _node_row(settings, "rmA", "node1")
+    assert row.last_seen is not None and row.procs == 4
+
+
+def _node_row(settings, rm: str, node: str):
+    """The node's SQL row as stored (detached: read its columns only)."""
+    from grid_tasks import db
+
     factory = db.session_factory(db.get_engine(settings.database_url))
-    with db.session_scope(factory) as session:
-        row = db.get_node(session, "rmA", "node1")
-        assert row.last_seen is not None and row.procs == 4
-    db.dispose_engines(settings.database_url)
+    try:
+        with db.session_scope(factory) as session:
+            row = db.get_node(session, rm, node)
+            session.expunge(row)
+            return row
+    finally:
+        db.dispose_engines(settings.database_url)
 
 
 def test_first_record_waits_for_the_database_to_be_prepared(settings):
@@ -79,7 +90,7 @@ def test_first_record_waits_for_the_database_to_be_prepared(settings):
     # quicker finds no tables (then no node row) and records once they are there.
     import threading
 
-    db = pytest.importorskip("grid_tasks.db")
+    pytest.importorskip("grid_tasks.db")
     from grid_tasks.embedded.stack import prepare_database
     from grid_tasks.topology import load_topology
 
@@ -94,11 +105,8 @@ def test_first_record_waits_for_the_database_to_be_prepared(settings):
     assert prepare_database(settings, topology)
     recorder.join(timeout=30)
     assert outcome == [True]
-    factory = db.session_factory(db.get_engine(settings.database_url))
-    with db.session_scope(factory) as session:
-        row = db.get_node(session, "rmB", "node3")
-        assert row.registered_at is not None and row.procs == 2
-    db.dispose_engines(settings.database_url)
+    row = _node_row(settings, "rmB", "node3")
+    assert row.registered_at is not None and row.procs == 2
 
 
 def test_first_record_gives_up_on_a_database_that_never_gets_ready(settings):
