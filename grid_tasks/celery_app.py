@@ -28,11 +28,17 @@ from pathlib import Path
 from typing import Any
 
 from celery import Celery
+from celery.app.amqp import AMQP
 from celery.signals import beat_init
 
 from grid_tasks.errors import GridTasksError
 # re-exported: callers know the queue names as the app's
-from grid_tasks.queues import SCHEDULER_QUEUE, QueueNameError, gatekeeper_queue, node_queue  # noqa: F401
+from grid_tasks.queues import (  # noqa: F401
+    SCHEDULER_QUEUE,
+    QueueNameError,
+    gatekeeper_queue,
+    node_queue,
+)
 from grid_tasks.settings import Settings
 
 #: Task options for launch-critical tasks: ``@app.task(**LAUNCH_CRITICAL)``.
@@ -233,10 +239,27 @@ def celery_config(settings: Settings) -> dict[str, Any]:
     return conf
 
 
+class ReadableAMQP(AMQP):
+    """Task-sent events name a task by its shadow, as the worker's events do.
+
+    Celery puts the plain task name in the client's ``task-sent`` event, and Flower
+    lets that event overwrite the readable name whenever it arrives after the
+    worker's ``task-received``: "grid_tasks.node.tasks.node_check" instead of
+    "check node on rmA/node1", depending on timing.
+    """
+
+    def as_task_v2(self, *args: Any, **kwargs: Any) -> Any:
+        message = super().as_task_v2(*args, **kwargs)
+        shadow = message.headers.get("shadow")
+        if shadow and message.sent_event is not None:
+            message.sent_event["name"] = shadow
+        return message
+
+
 def create_app(settings: Settings | None = None, *, main: str = "grid_tasks") -> Celery:
     """A configured Celery app for ``settings`` (default: from the environment)."""
     settings = settings or Settings.from_env()
-    app = Celery(main, set_as_current=False)
+    app = Celery(main, set_as_current=False, amqp=ReadableAMQP)
     app.conf.update(celery_config(settings))
     app.conf.update(include=task_modules())
     app.grid_settings = settings  # type: ignore[attr-defined]

@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from grid_tasks.celery_app import (
-    LAUNCH_CRITICAL, SCHEDULER_QUEUE, QueueNameError, celery_config, check_connectivity,
+    LAUNCH_CRITICAL, SCHEDULER_QUEUE, QueueNameError, celery_config, check_connectivity, create_app,
     gatekeeper_queue, node_queue, readable, task_modules,
 )
 from grid_tasks.errors import ConnectivityError, GridTasksError
@@ -170,3 +170,21 @@ def test_task_modules_import_without_sqlalchemy():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout.strip()
     assert out == "[]"
+
+
+def test_task_sent_events_carry_the_readable_name(settings):
+    # Flower keeps the name of whichever event it gets last; the client's task-sent
+    # event must not bring back the plain task name over the worker's readable one.
+    app = create_app(settings)
+    try:
+        options = check_options("rmA", "node1")
+        message = app.amqp.create_task_message(
+            "id-1", NODE_CHECK, (), options.get("kwargs"), create_sent_event=True,
+            shadow=options["shadow"], argsrepr=options.get("argsrepr"))
+        assert message.headers["task"] == NODE_CHECK  # routing still by the real name
+        assert message.sent_event["name"] == "check node on rmA/node1"
+        plain = app.amqp.create_task_message("id-2", NODE_CHECK, (), {},
+                                             create_sent_event=True)
+        assert plain.sent_event["name"] == NODE_CHECK  # no shadow: the name itself
+    finally:
+        app.close()

@@ -61,23 +61,9 @@ def test_stack_with_flower(tmp_path):
 
 
 def _flower_shows_readable_task_names(stack: EmbeddedStack, deadline: float) -> None:
-    from grid_tasks.celery_app import create_app
-    from grid_tasks.node.tasks import NODE_CHECK, check_options
+    from tests.metrics.test_flower import flower_shown_check
 
-    app = create_app(stack.settings)
-    try:
-        result = app.send_task(NODE_CHECK, **check_options("rmA", "node1"))
-        result.get(timeout=20)
-    finally:
-        app.close()
-    url = stack.flower_url + f"api/task/info/{result.id}"
-    while True:
-        code, body = _get(url, stack.flower_auth)
-        info = json.loads(body) if code == 200 else {}
-        if info.get("state") == "SUCCESS":
-            break
-        assert time.monotonic() < deadline, (code, body)
-        time.sleep(0.3)
+    info = flower_shown_check(stack, "rmA", "node1", max(5.0, deadline - time.monotonic()))
     assert info["name"] == "check node on rmA/node1"
     assert info["args"] == "(rm='rmA', node='node1')"
     assert info["worker"].startswith("node1.rmA@")

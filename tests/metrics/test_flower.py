@@ -74,24 +74,35 @@ def test_flower_needs_credentials_and_shows_readable_task_names(stack):
     assert _get(api + "tasks")[0] == 401
     assert _get(api + "workers", f"{user}:wrong-{password}")[0] == 401
 
-    # Flower shows only what happens after its event receiver has subscribed, which its
-    # HTTP side says nothing about: send a check every two seconds until one is shown.
+    task = flower_shown_check(stack, "rmB", "node4")
+    assert task["name"] == "check node on rmB/node4"
+    assert task["args"] == "(rm='rmB', node='node4')"
+    assert task["worker"].startswith("node4.rmB@")
+
+
+def flower_shown_check(stack: EmbeddedStack, rm: str, node: str,
+                       timeout: float = 45) -> dict[str, Any]:
+    """A node check as Flower's API shows it once done, seen whole by Flower.
+
+    Flower shows only what happens after its event receiver has subscribed, which its
+    HTTP side says nothing about, and a task it began to see midway has no name: send
+    a check every two seconds until Flower shows one from its receipt to its success.
+    """
+    api = stack.flower_url.rstrip("/") + "/api/"
     app = create_app(stack.settings)
     sent: list[Any] = []
 
     def shown() -> dict[str, Any] | None:
         if not sent or sent[-1][1] + 2 < time.monotonic():
-            result = app.send_task(NODE_CHECK, **check_options("rmB", "node4"))
-            assert result.get(timeout=30)["node"] == "node4"
+            result = app.send_task(NODE_CHECK, **check_options(rm, node))
+            assert result.get(timeout=30)["node"] == node
             sent.append((result.id, time.monotonic()))
         code, tasks = _get(api + "tasks", stack.flower_auth)
         assert code == 200
         return next((t for i, _ in sent if (t := (tasks or {}).get(i))
-                     and t.get("state") == "SUCCESS"), None)
+                     and t.get("state") == "SUCCESS" and t.get("received")), None)
 
     try:
-        task = _wait(shown, 45, "Flower to show a task")
+        return _wait(shown, timeout, "Flower to show a node check")
     finally:
         app.close()
-    assert task["name"] == "check node on rmB/node4"
-    assert task["args"] == "(rm='rmB', node='node4')"
