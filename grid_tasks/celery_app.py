@@ -55,8 +55,6 @@ def restore_interval(visibility_timeout: float) -> int:
     return max(1, min(UNACKED_RESTORE_INTERVAL, int(visibility_timeout // 2)))
 
 
-
-
 def readable(verb: str, *, job: object = None, rm: str | None = None,
              node: str | None = None, **details: object) -> dict[str, str]:
     """``shadow``/``argsrepr`` options so Flower shows what a task does.

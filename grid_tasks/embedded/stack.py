@@ -82,6 +82,7 @@ class EmbeddedStack:
         self.supervisor = Supervisor(self.state_dir / "logs")
         self.settings: Settings | None = None
         self.flower_url: str | None = None
+        self.flower_port: int | None = None
         self.flower_auth: str | None = None
         self.metrics: Any = None  # the /metrics endpoint (MetricsServer) while running
 
@@ -204,7 +205,7 @@ class EmbeddedStack:
         self.metrics = start_metrics_server(self.settings, port=free_port())
 
     def _spawn_flower(self) -> None:
-        port = self.options.flower_port or free_port()
+        port = self.flower_port = self.options.flower_port or free_port()
         password = secrets.token_urlsafe(12)
         self.flower_auth = f"admin:{password}"
         self.flower_url = f"http://127.0.0.1:{port}/"
@@ -234,8 +235,8 @@ class EmbeddedStack:
 
     def wait_flower(self, timeout: float | None = None) -> None:
         """Wait until Flower accepts connections, so its URL works once it is printed."""
-        assert self.flower_url is not None
-        port = int(self.flower_url.rstrip("/").rsplit(":", 1)[1])
+        port = self.flower_port
+        assert port is not None, "no Flower started"
         deadline = time.monotonic() + (timeout or self.options.start_timeout)
         while not _listening(port):
             self.supervisor.check()
