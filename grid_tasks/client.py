@@ -22,7 +22,7 @@ from sqlalchemy.exc import IntegrityError
 
 from grid_tasks.errors import GridTasksError, NotFoundError
 from grid_tasks.gram.errors import JobFinishedError, JobRefusedError, WaitTimeoutError
-from grid_tasks.gram.submission import build_job, cancel_job, check_fits, choose_rm
+from grid_tasks.gram.submission import cancel_job, check_fits, choose_rm, insert_job
 from grid_tasks.gram.records import Outbox
 from grid_tasks.settings import Settings
 from grid_tasks.states import JobState, MauiJobState
@@ -180,11 +180,11 @@ class Grid:
                 if granted is not None:
                     creds["user"] = user or granted.name
                 check_fits(session, name, sub)
-                row = build_job(session, name, rsl, sub, creds, _now(), outbox,
-                                idempotency_key=idempotency_key, extra_env=extra_env,
-                                run_as=granted.name if granted else None,
-                                owner=who if granted else None)
-                handle = JobHandle(self, row.id, row.contact)
+                job_id, contact = insert_job(
+                    session, name, rsl, sub, creds, _now(), outbox,
+                    idempotency_key=idempotency_key, extra_env=extra_env,
+                    run_as=granted.name if granted else None, owner=who if granted else None)
+                handle = JobHandle(self, job_id, contact)
         except IntegrityError:
             if not idempotency_key:
                 raise

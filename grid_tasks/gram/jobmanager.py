@@ -51,6 +51,11 @@ _CPU_SIGNALS = (-signal.SIGXCPU, -signal.SIGKILL)
 #: process blocks on a full pipe meanwhile.
 _STREAM_DELAYS = (0.1, 0.3, 0.6, 1.0, 1.0, 2.0)
 
+#: A job whose processes all end within this many seconds of their start is reported
+#: once: ACTIVE (at its real start) and its end in one transaction, instead of a
+#: transaction for each; with many short jobs the node daemons' SQL writes halve.
+QUICK_EXIT_S = 0.02
+
 #: Running job managers of this process, by (job id, node): for tests and shutdown.
 RUNNING: dict[tuple[int, str], "JobManager"] = {}
 
@@ -62,10 +67,11 @@ class Part:
     exit_codes: dict[str, int]
     reason: str | None = None
     code: str | None = None
+    started: float | None = None  # POSIX time its processes were started
 
     def to_json(self) -> str:
         return json.dumps({"exit_codes": self.exit_codes, "reason": self.reason,
-                           "code": self.code})
+                           "code": self.code, "started": self.started})
 
 
 class JobManager(threading.Thread):
@@ -79,6 +85,7 @@ class JobManager(threading.Thread):
         self.readers: list[threading.Thread] = []
         self.kill_reason: tuple[str, str] | None = None
         self.out_of_memory = False  # a process said an allocation failed
+        self.started: float | None = None  # POSIX time the processes were started
 
     def run(self) -> None:
         RUNNING[(self.req.job_id, self.req.node)] = self
@@ -114,7 +121,9 @@ class JobManager(threading.Thread):
         except LaunchError as exc:
             self._kill_all()
             return Part({}, str(exc), exc.code)
-        report_started(self.ctx, req)
+        self.started = time.time()
+        if not self._ended_within(QUICK_EXIT_S):
+            report_started(self.ctx, req, self.started)
         self._supervise()
         for reader in self.readers:
             reader.join()
@@ -123,9 +132,22 @@ class JobManager(threading.Thread):
                 f.close()
         codes = {str(rank): p.returncode for rank, p in self.procs}
         if self.kill_reason is not None:
-            return Part(codes, *self.kill_reason)
+            return Part(codes, *self.kill_reason, started=self.started)
         limit = self._limit_hit(codes)
-        return Part(codes, limit, "JOB_EXECUTION_FAILED") if limit else Part(codes)
+        if limit:
+            return Part(codes, limit, "JOB_EXECUTION_FAILED", started=self.started)
+        return Part(codes, started=self.started)
+
+    def _ended_within(self, seconds: float) -> bool:
+        """Whether every process has ended within ``seconds`` (then the end's report
+        records ACTIVE too, see QUICK_EXIT_S)."""
+        deadline = time.monotonic() + seconds
+        while any(p.returncode is None for _, p in self.procs):
+            left = deadline - time.monotonic()
+            if left <= 0 or not self.changed.wait(left):
+                return False
+            self.changed.clear()
+        return True
 
     def _limit_hit(self, codes: dict[str, int]) -> str | None:
         """Why the job failed if a process ended on its max_cpu_time / max_memory rlimit.

@@ -134,8 +134,9 @@ def redis_retrying(action: Any, delays: tuple[float, ...] = REDIS_RETRY_DELAYS) 
     return None
 
 
-def report_started(ctx: NodeContext, req: Any) -> None:
-    """Lease up; the first node of the launch records ACTIVE."""
+def report_started(ctx: NodeContext, req: Any, started: float | None = None) -> None:
+    """Lease up; the first node of the launch records ACTIVE (at ``started``, POSIX
+    seconds, else when it is written)."""
     def lease_and_claim() -> Any:
         pipe = ctx.redis.pipeline(transaction=False)
         pipe.set(keys.lease_key(req.job_id, req.node), req.token, px=int(ctx.lease_ttl * 1000))
@@ -146,7 +147,7 @@ def report_started(ctx: NodeContext, req: Any) -> None:
     if first:
         from grid_tasks.gram.report_writer import STARTED, Report
 
-        ctx.report_writer().write(Report(STARTED, req))
+        ctx.report_writer().write(Report(STARTED, req, started=started))
 
 
 def report_finished(ctx: NodeContext, req: Any, part_json: str) -> None:

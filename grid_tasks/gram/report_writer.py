@@ -42,6 +42,7 @@ class Report:
     kind: str
     req: Any  # the LaunchRequest
     results: dict[str, Any] = field(default_factory=dict)  # node -> part (finished)
+    started: float | None = None  # POSIX time the processes started (started)
     done: threading.Event = field(default_factory=threading.Event)
     error: BaseException | None = None
 
@@ -143,7 +144,7 @@ def write_reports(sessions: Any, batch: list[Report]) -> Outbox:
                 if row is None:
                     log.warning("report on unknown job %s ignored", report.req.job_id)
                 elif report.kind == STARTED:
-                    _started(session, row, report.req, now, outbox)
+                    _started(session, row, report.req, _at(report.started, now), outbox)
                 else:
                     _finished(session, row, report.req, report.results, now, outbox)
             for rm in sorted(outbox.rms):
@@ -189,10 +190,20 @@ def _finished(session: Any, row: Any, req: Any, results: dict[str, Any], now: da
         finish(session, row, JobState.FAILED, failure[0], now, outbox,
                gram_error=failure[1], exit_code=exit_code, exit_codes=codes)
         return
-    if row.state is JobState.PENDING:  # too quick to have been seen running
-        transition(session, row, JobState.ACTIVE, f"started on {req.node}", now, outbox)
+    if row.state is JobState.PENDING:  # too quick to have been reported running
+        starts = [p["started"] for p in results.values() if p.get("started") is not None]
+        transition(session, row, JobState.ACTIVE, f"started on {req.node}",
+                   _at(min(starts, default=None), now), outbox)
     finish(session, row, JobState.DONE, f"exit code {exit_code}", now, outbox,
            exit_code=exit_code, exit_codes=codes)
+
+
+def _at(started: float | None, now: datetime) -> datetime:
+    """The time a job started as recorded: when its processes started (never after
+    ``now``, should clocks of nodes disagree), else ``now``."""
+    if started is None:
+        return now
+    return min(now, datetime.fromtimestamp(started, tz=timezone.utc))
 
 
 def _ends_a_grid_hold(session: Any, rm: str, rows: dict[int, Any]) -> bool:

@@ -11,8 +11,10 @@ from grid_tasks.db import repository
 from grid_tasks.db.models import Job as JobRow
 from grid_tasks.errors import NotFoundError
 from grid_tasks.gram.binding import bind as bind_reservation
+from grid_tasks.gram.binding import requested_reservation
 from grid_tasks.gram.errors import JobFinishedError, JobRefusedError
-from grid_tasks.gram.records import Outbox, finish, transition
+from grid_tasks.events import JobEvent
+from grid_tasks.gram.records import Outbox, finish
 from grid_tasks.states import JobState, MauiJobState
 
 #: Walltime of a job whose RSL gives neither maxWallTime nor maxTime (seconds).
@@ -60,28 +62,59 @@ def build_job(session: Session, rm: str, rsl: str, sub: Any, creds: dict[str, An
               now: datetime, outbox: Outbox, *, idempotency_key: str | None = None,
               extra_env: dict[str, str] | None = None, run_as: str | None = None,
               owner: str | None = None) -> JobRow:
-    """Insert the job row, PENDING (Idle for Maui), with its contact and history.
+    """:func:`insert_job`, returning the job's row."""
+    job_id, _ = insert_job(session, rm, rsl, sub, creds, now, outbox,
+                           idempotency_key=idempotency_key, extra_env=extra_env,
+                           run_as=run_as, owner=owner)
+    return session.get(JobRow, job_id)
+
+
+def insert_job(session: Session, rm: str, rsl: str, sub: Any, creds: dict[str, Any],
+               now: datetime, outbox: Outbox, *, idempotency_key: str | None = None,
+               extra_env: dict[str, str] | None = None, run_as: str | None = None,
+               owner: str | None = None) -> tuple[int, str]:
+    """Insert the job, PENDING (Idle for Maui), with its contact and history; returns
+    (id, contact).
 
     ``run_as`` is the local account the grid map chose (the job's processes run as
-    it); ``owner`` the submitting identity (default: the user)."""
+    it); ``owner`` the submitting identity (default: the user).  Plain INSERTs and one
+    UPDATE rather than an ORM flush: every submission pays for this."""
+    from sqlalchemy import insert, update
+
+    from grid_tasks.db.models import JobStateHistory
+    from grid_tasks.db.models.base import check_length
+
     request = sub.to_dict()
     if extra_env:
         request["extra_env"] = {str(k): str(v) for k, v in extra_env.items()}
     if run_as:
         request["run_as"] = run_as
     walltime = sub.max_wall_time_s or sub.max_time_s or DEFAULT_WALLTIME_S
-    row = JobRow(rm=rm, owner=owner or creds["user"], user=creds["user"], group=creds.get("group"),
-                 account=creds.get("account") or sub.project, qos=creds.get("qos"),
-                 job_class=creds.get("job_class") or sub.queue, rsl=rsl, request=request,
-                 submit_time=now, walltime=int(walltime), procs=sub.count, tasks=sub.count,
-                 idempotency_key=idempotency_key)
-    session.add(row)
-    session.flush()
-    row.contact = f"gram://{rm}/jobs/{row.id}"
-    bind_reservation(session, row, sub, now)  # RSL (reservation=NAME): refused if unusable
-    transition(session, row, JobState.PENDING, "submitted", now, outbox)
+    state = JobState.PENDING
+    values = {"rm": rm, "owner": owner or creds["user"], "user": creds["user"],
+              "group": creds.get("group"), "account": creds.get("account") or sub.project,
+              "qos": creds.get("qos"), "job_class": creds.get("job_class") or sub.queue,
+              "rsl": rsl, "request": request, "submit_time": now, "walltime": int(walltime),
+              "procs": sub.count, "tasks": sub.count, "idempotency_key": idempotency_key,
+              "state": state, "maui_state": state.maui, "version": 1}
+    # Statements on the tables, not the mapped classes: those are not cached compiled.
+    table, mapper = JobRow.__table__, JobRow.__mapper__
+    row = {}
+    for key, value in values.items():
+        column = mapper.get_property(key).columns[0]
+        check_length(table, column, value)
+        row[column.name] = value
+    job_id = session.execute(insert(table).values(row)).inserted_primary_key[0]
+    contact = f"gram://{rm}/jobs/{job_id}"
+    session.execute(update(table).where(table.c.id == job_id).values(contact=contact))
+    session.execute(insert(JobStateHistory.__table__).values(
+        job_id=job_id, from_state=JobState.UNSUBMITTED, to_state=state, reason="submitted",
+        at=now))
+    if requested_reservation(sub) is not None:  # RSL (reservation=NAME): refused if unusable
+        bind_reservation(session, session.get(JobRow, job_id), sub, now)
+    outbox.events.append(JobEvent(job_id, state.value, "submitted", now.timestamp()))
     outbox.rms.add(rm)
-    return row
+    return job_id, contact
 
 
 def cancel_job(grid: Any, job_id: int) -> Any:

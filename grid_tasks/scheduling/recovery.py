@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import os
 import re
-from datetime import datetime
+from datetime import datetime, timedelta
 from enum import Enum
 from pathlib import Path
 from typing import Any
@@ -111,7 +111,9 @@ def recover(session: Session, rm: str, now: datetime, redis: Any, outbox: Outbox
     launch never confirmed; None sends it straight back to Idle."""
     from sqlalchemy import or_, select
 
-    stmt = select(JobRow).where(JobRow.rm == rm, or_(
+    # only jobs started at least ``timeout`` ago can be due (every iteration asks)
+    stmt = select(JobRow).where(JobRow.rm == rm, JobRow.start_time <= now - timedelta(
+        seconds=timeout), or_(
         JobRow.state == JobState.ACTIVE,
         (JobRow.state == JobState.PENDING) & (JobRow.maui_state == MauiJobState.STARTING)))
     rows = list(session.scalars(stmt))

@@ -123,3 +123,87 @@ def test_cpu_time_and_memory_limits_fail_the_job_naming_the_limit(quiet_settings
                 assert row.gram_error == "JOB_EXECUTION_FAILED"
     app.close()
     db.dispose_engines()
+
+
+def _manager(settings, rsl: str):
+    """A job manager for ``rsl`` on rmA/node1 (job stored, token set), not started."""
+    from datetime import datetime, timezone
+
+    from grid_tasks import db
+    from grid_tasks.celery_app import create_app
+    from grid_tasks.embedded.stack import prepare_database
+    from grid_tasks.gram import keys
+    from grid_tasks.gram.jobmanager import JobManager
+    from grid_tasks.gram.launch import requests_for
+    from grid_tasks.gram.records import Outbox
+    from grid_tasks.gram.report import node_context
+    from grid_tasks.gram.submission import build_job
+    from grid_tasks.rsl import lower
+    from grid_tasks.topology import load_topology
+
+    prepare_database(settings, load_topology(settings.topology_file))
+    app = create_app(settings)
+    ctx = node_context(app)
+    with db.session_scope(ctx.sessions) as session:
+        row = build_job(session, "rmA", rsl, lower(rsl)[0], {"user": "u"},
+                        datetime.now(timezone.utc), Outbox())
+        row.nodes_allocated, row.launch_token = {"node1": 1}, "tok"
+        job_id = row.id
+    ctx.redis.set(keys.token_key(job_id), "tok")
+    (req,) = requests_for(job_id, "rmA", "tok", lower(rsl)[0].to_dict(), {"node1": 1}, 60)
+    writes = []
+    writer = ctx.report_writer()
+    real = writer.write
+    writer.write = lambda report: (writes.append(report.kind), real(report))[1]
+    return app, ctx, JobManager(req, ctx), writes
+
+
+def _history(ctx, job_id):
+    from grid_tasks import db
+
+    with db.session_scope(ctx.sessions) as session:
+        row = db.repository.get_job(session, job_id)
+        return row, [(h.to_state, h.at) for h in row.history]
+
+
+def test_a_job_ending_at_once_is_reported_once_with_its_real_start(quiet_settings):
+    """/bin/true ends within QUICK_EXIT_S: ACTIVE and DONE are written together, ACTIVE
+    at the time its process started, not when the report was written."""
+    from grid_tasks import db
+
+    app, ctx, manager, writes = _manager(quiet_settings, "&(executable=/bin/true)")
+    manager.start()
+    manager.join(timeout=10)
+    assert writes == ["finished"]
+    row, history = _history(ctx, manager.req.job_id)
+    assert row.state is JobState.DONE and row.exit_code == 0
+    states = [s for s, _ in history]
+    assert states == [JobState.PENDING, JobState.ACTIVE, JobState.DONE]
+    active_at, done_at = history[1][1], history[2][1]
+    assert abs(active_at.timestamp() - manager.started) < 0.001
+    assert active_at <= done_at and row.start_time == active_at
+    app.close()
+    db.dispose_engines()
+
+
+def test_a_running_job_is_reported_active_while_it_runs(quiet_settings):
+    """A job still running after QUICK_EXIT_S is ACTIVE in SQL before it ends."""
+    import time
+
+    from grid_tasks import db
+
+    app, ctx, manager, writes = _manager(quiet_settings, "&(executable=/bin/sleep)(arguments=1)")
+    manager.start()
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and _history(ctx, manager.req.job_id)[0].state \
+            is not JobState.ACTIVE:
+        time.sleep(0.02)
+    row, _ = _history(ctx, manager.req.job_id)
+    assert row.state is JobState.ACTIVE and manager.is_alive()
+    manager.join(timeout=10)
+    assert writes == ["started", "finished"]
+    row, history = _history(ctx, manager.req.job_id)
+    assert [s for s, _ in history] == [JobState.PENDING, JobState.ACTIVE, JobState.DONE]
+    assert abs(history[1][1].timestamp() - manager.started) < 0.001
+    app.close()
+    db.dispose_engines()

@@ -101,18 +101,22 @@ def _check_lengths(_mapper: Any, _connection: Any, target: Base) -> None:
     PostgreSQL rejects them with an untyped DataError and SQLite silently
     stores them; both backends should behave alike, with an error naming the field.
     """
-    from grid_tasks.db.errors import RecordError  # models load before errors' users
-
     table = target.__table__  # type: ignore[attr-defined]
     for attr in inspect(target).mapper.column_attrs:
-        column = attr.columns[0]
-        length = getattr(column.type, "length", None)
-        if isinstance(column.type, TypeDecorator) or length is None:
-            continue
-        value = getattr(target, attr.key)
-        if isinstance(value, str) and len(value) > length:
-            raise RecordError(f"{table.name}.{column.name}: at most {length} characters, "
-                              f"got {len(value)} ({value[:40]!r}...)")
+        check_length(table, attr.columns[0], getattr(target, attr.key))
+
+
+def check_length(table: Any, column: Any, value: Any) -> None:
+    """RecordError naming ``table.column`` if ``value`` is a string longer than the
+    column holds (for Core inserts, which the ORM listeners do not see)."""
+    from grid_tasks.db.errors import RecordError  # models load before errors' users
+
+    length = getattr(column.type, "length", None)
+    if isinstance(column.type, TypeDecorator) or length is None:
+        return
+    if isinstance(value, str) and len(value) > length:
+        raise RecordError(f"{table.name}.{column.name}: at most {length} characters, "
+                          f"got {len(value)} ({value[:40]!r}...)")
 
 
 event.listen(Base, "before_insert", _check_lengths, propagate=True)
