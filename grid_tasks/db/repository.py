@@ -136,15 +136,17 @@ def get_reservation(session: Session, rm: str | None, name: str) -> Reservation:
     return found
 
 
-def record_accounting(session: Session, job: Job) -> AccountingRecord:
+def record_accounting(session: Session, job: Job, *,
+                      unaccounted: bool = False) -> AccountingRecord:
     """The accounting record of a finished job, written once (idempotent).
 
     Wall time is end - start (0 if it never started); processor-seconds are
-    wall time times the job's processors.
+    wall time times the job's processors.  ``unaccounted``: the caller knows the
+    job has no record yet (checked for a whole batch at once), so none is looked for.
     """
     if job.state is None or not JobState(job.state).terminal:
         raise RecordError(f"job {job.id} is {job.state}; only finished jobs are accounted")
-    existing = session.scalars(
+    existing = None if unaccounted else session.scalars(
         select(AccountingRecord).where(AccountingRecord.job_id == job.id)
     ).first()
     if existing is not None:

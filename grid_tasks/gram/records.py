@@ -64,10 +64,12 @@ def transition(session: Session, job: JobRow, state: JobState, reason: str | Non
 
 def finish(session: Session, job: JobRow, state: JobState, reason: str | None,
            at: datetime, outbox: Outbox, *, gram_error: str | None = None,
-           exit_code: int | None = None, exit_codes: dict[str, int] | None = None) -> bool:
+           exit_code: int | None = None, exit_codes: dict[str, int] | None = None,
+           unaccounted: bool = False) -> bool:
     """End a job (DONE or FAILED): state, error, exit codes, accounting, a new iteration.
 
     Returns False when the job had ended already (its first ending stands).
+    ``unaccounted``: known to have no accounting record yet (see record_accounting).
     """
     if JobState(job.state).terminal:
         return False
@@ -83,7 +85,7 @@ def finish(session: Session, job: JobRow, state: JobState, reason: str | None,
     transition(session, job, state, reason, at, outbox)
     if job.coallocation_id is not None:
         outbox.coallocations.add(job.coallocation_id)
-    repository.record_accounting(session, job)
+    repository.record_accounting(session, job, unaccounted=unaccounted)
     if job.rm:
         outbox.rms.add(job.rm)
     return True

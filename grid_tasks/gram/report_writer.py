@@ -21,8 +21,9 @@ from datetime import datetime, timezone
 from typing import Any
 
 from sqlalchemy import select
+from sqlalchemy.orm import defer
 
-from grid_tasks.db import session_scope
+from grid_tasks.db import AccountingRecord, session_scope
 from grid_tasks.db.models import Job as JobRow
 from grid_tasks.gram.records import Outbox, finish, transition
 from grid_tasks.states import JobState
@@ -137,7 +138,11 @@ def write_reports(sessions: Any, batch: list[Report]) -> Outbox:
     now = datetime.now(timezone.utc)
     with session_scope(sessions) as session:
         ids = sorted({r.req.job_id for r in batch})
-        rows = {row.id: row for row in session.scalars(select(JobRow).where(JobRow.id.in_(ids)))}
+        # the RSL text is never needed here; which jobs have accounting, asked once
+        rows = {row.id: row for row in session.scalars(
+            select(JobRow).options(defer(JobRow.rsl)).where(JobRow.id.in_(ids)))}
+        accounted = set(session.scalars(select(AccountingRecord.job_id).where(
+            AccountingRecord.job_id.in_(ids))))
         with deferred_flush(session):
             for report in batch:
                 row = rows.get(report.req.job_id)
@@ -146,7 +151,8 @@ def write_reports(sessions: Any, batch: list[Report]) -> Outbox:
                 elif report.kind == STARTED:
                     _started(session, row, report.req, _at(report.started, now), outbox)
                 else:
-                    _finished(session, row, report.req, report.results, now, outbox)
+                    _finished(session, row, report.req, report.results, now, outbox,
+                              row.id not in accounted)
             for rm in sorted(outbox.rms):
                 if not _anyone_waiting(session, rm, rows) and not _ends_a_grid_hold(
                         session, rm, rows):
@@ -174,7 +180,7 @@ def _started(session: Any, row: Any, req: Any, now: datetime, outbox: Outbox) ->
 
 
 def _finished(session: Any, row: Any, req: Any, results: dict[str, Any], now: datetime,
-              outbox: Outbox) -> None:
+              outbox: Outbox, unaccounted: bool = False) -> None:
     if row.launch_token != req.token:
         return  # a superseded launch: the job was requeued meanwhile
     codes: dict[str, int] = {}
@@ -188,14 +194,15 @@ def _finished(session: Any, row: Any, req: Any, results: dict[str, Any], now: da
                      0 if codes else None)
     if failure is not None:
         finish(session, row, JobState.FAILED, failure[0], now, outbox,
-               gram_error=failure[1], exit_code=exit_code, exit_codes=codes)
+               gram_error=failure[1], exit_code=exit_code, exit_codes=codes,
+               unaccounted=unaccounted)
         return
     if row.state is JobState.PENDING:  # too quick to have been reported running
         starts = [p["started"] for p in results.values() if p.get("started") is not None]
         transition(session, row, JobState.ACTIVE, f"started on {req.node}",
                    _at(min(starts, default=None), now), outbox)
     finish(session, row, JobState.DONE, f"exit code {exit_code}", now, outbox,
-           exit_code=exit_code, exit_codes=codes)
+           exit_code=exit_code, exit_codes=codes, unaccounted=unaccounted)
 
 
 def _at(started: float | None, now: datetime) -> datetime:

@@ -217,12 +217,13 @@ class _Usage:
 
     fairshare: Fairshare
     charged: dict[int, float] = field(default_factory=dict)  # record id -> end (epoch)
+    seen: int = 0  # the newest record id charged
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
 _usage: dict[tuple[str, str, int], _Usage] = {}
 _usage_lock = threading.Lock()
-#: Accounting rows fetched per query (bounded IN lists).
+#: Accounting rows charged per query (bounded batches).
 _CHUNK = 500
 
 
@@ -230,23 +231,29 @@ def _charge_fairshare(sched: Scheduler, session: Session, rm: str, now: float) -
     cfg = sched.config
     if not sched.fairshare.enabled:
         return
+    from sqlalchemy import func
+
     from grid_tasks.db import AccountingRecord as Acct
 
     since = now - cfg.fs_interval * cfg.fs_depth
     in_window = (Acct.rm == rm) & (Acct.end_time >= from_epoch(since)) \
         & Acct.start_time.isnot(None)
-    ids = set(session.scalars(select(Acct.id).where(in_window)))
     key = (str(session.get_bind().url), rm, id(cfg))
     with _usage_lock:
         entry = _usage.get(key)
         if entry is None or entry.fairshare.config is not cfg:
             entry = _usage[key] = _Usage(_fresh_fairshare(sched))
     with entry.lock:
-        if any(end >= since and i not in ids for i, end in entry.charged.items()):
-            entry.fairshare, entry.charged = _fresh_fairshare(sched), {}  # records vanished
-        new = sorted(ids - entry.charged.keys())
-        for i in range(0, len(new), _CHUNK):
-            _charge_rows(entry, session, new[i:i + _CHUNK])
+        # Records only grow (ids ascending): count the known ones still in the window
+        # instead of reading every id; a different count means some vanished (or one
+        # appeared below the newest charged), and the usage is charged anew.
+        entry.charged = {i: end for i, end in entry.charged.items() if end >= since}
+        known = session.scalar(select(func.count(Acct.id)).where(in_window,
+                                                                  Acct.id <= entry.seen))
+        if known != len(entry.charged):
+            entry.fairshare, entry.charged, entry.seen = _fresh_fairshare(sched), {}, 0
+        while _charge_rows(entry, session, in_window & (Acct.id > entry.seen)) == _CHUNK:
+            pass
         sched.fairshare.usage = copy.deepcopy(entry.fairshare.usage)
         sched.fairshare.totals = copy.deepcopy(entry.fairshare.totals)
         sched.fairshare._cache.clear()  # noqa: SLF001 - percent cache of the replaced usage
@@ -258,23 +265,26 @@ def _fresh_fairshare(sched: Scheduler) -> Fairshare:
     return fs
 
 
-def _charge_rows(entry: _Usage, session: Session, ids: list[int]) -> None:
+def _charge_rows(entry: _Usage, session: Session, where: Any) -> int:
+    """Charge up to _CHUNK records matching ``where``, oldest id first; how many."""
     from grid_tasks.db import AccountingRecord as Acct
 
     # Plain column tuples, not ORM objects.
     stmt = select(Acct.id, Acct.job_id, Acct.procs, Acct.user, Acct.group, Acct.account,
                   Acct.job_class, Acct.qos, Acct.start_time, Acct.end_time).where(
-        Acct.id.in_(ids))
-    fs = entry.fairshare
+        where).order_by(Acct.id).limit(_CHUNK)
+    fs, count = entry.fairshare, 0
     for rec_id, job_id, procs, user, group, account, job_class, qos, started, ended in \
             session.execute(stmt):
+        count += 1
         start, end = epoch(started), epoch(ended)
-        entry.charged[rec_id] = end or 0.0
+        entry.charged[rec_id], entry.seen = end or 0.0, max(entry.seen, rec_id)
         if start is None or end is None or end <= start:
             continue
         job = Job(id=f"acct.{job_id}", tasks=max(1, procs or 1), user=user, group=group,
                   account=account, job_class=job_class, qos=qos)
         fs.charge(job, fs.usage_rate(job), start, end)
+    return count
 
 
 def load_scheduler(session: Session, rm: str, *, now: float, registry: Any = None,

@@ -56,3 +56,28 @@ def test_incremental_usage_matches_a_full_recharge(sessions):
     with db.session_scope(sessions) as s:  # records purged: usage is rebuilt, not stale
         s.query(db.AccountingRecord).filter(db.AccountingRecord.user == "alice").delete()
     assert _shares(sessions) == {"alice": 0.0, "bob": pytest.approx(100.0)}
+
+
+def test_many_new_records_are_charged_in_batches_each_once(sessions, monkeypatch):
+    monkeypatch.setattr(state, "_CHUNK", 7)  # 30 + 10 records: several batches each time
+    state._usage.clear()
+    _records(sessions, 1, 30, "alice")
+    _records(sessions, 200, 10, "bob")
+    batched = _shares(sessions)
+    assert _shares(sessions) == pytest.approx(batched)  # nothing charged twice
+    (entry,) = [e for k, e in state._usage.items() if k[1] == "rmA"]
+    assert len(entry.charged) == 40 and entry.seen == max(entry.charged)
+    assert batched == pytest.approx(_from_scratch(sessions))
+
+
+def test_a_record_appearing_below_the_newest_charged_one_is_charged(sessions):
+    _records(sessions, 1, 5, "alice")
+    _records(sessions, 50, 5, "alice")
+    _shares(sessions)
+    with db.session_scope(sessions) as s:  # an id below the newest: reused after a purge
+        end = datetime.now(timezone.utc) - timedelta(minutes=5)
+        s.add(db.AccountingRecord(id=20, job_id=20, rm="rmA", user="bob", group="g", procs=2,
+                                  start_time=end - timedelta(seconds=60), end_time=end,
+                                  final_state=JobState.DONE))
+    assert _shares(sessions)["bob"] > 0
+    assert _shares(sessions) == pytest.approx(_from_scratch(sessions))
