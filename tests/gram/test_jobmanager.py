@@ -6,40 +6,17 @@ from grid_tasks.states import JobState
 
 
 def test_walltime_limit_kills_and_says_why(quiet_settings, tmp_path):
-    settings = quiet_settings
     """The job manager alone, on real processes: past max_wall_time the group dies."""
-    from datetime import datetime, timezone
-
     from grid_tasks import db
-    from grid_tasks.celery_app import create_app
-    from grid_tasks.embedded.stack import prepare_database
-    from grid_tasks.gram import keys
-    from grid_tasks.gram.jobmanager import JobManager
-    from grid_tasks.gram.launch import requests_for
-    from grid_tasks.gram.records import Outbox
-    from grid_tasks.gram.report import node_context
-    from grid_tasks.gram.submission import build_job
-    from grid_tasks.rsl import lower
-    from grid_tasks.topology import load_topology
 
-    prepare_database(settings, load_topology(settings.topology_file))
-    app = create_app(settings)
-    ctx = node_context(app)
-    rsl = "&(executable=/bin/sh)(arguments=-c 'sleep 30 & sleep 30')(count=2)"
-    with db.session_scope(ctx.sessions) as session:
-        row = build_job(session, "rmA", rsl, lower(rsl)[0], {"user": "u"},
-                        datetime.now(timezone.utc), Outbox())
-        row.nodes_allocated, row.launch_token = {"node1": 2}, "tok"
-        job_id = row.id
-    ctx.redis.set(keys.token_key(job_id), "tok")
-    (req,) = requests_for(job_id, "rmA", "tok", lower(rsl)[0].to_dict(), {"node1": 2}, 60)
-    req.max_wall_time_s = 0.5
-    manager = JobManager(req, ctx)
+    app, ctx = _context(quiet_settings)
+    manager = _manager(ctx, "&(executable=/bin/sh)(arguments=-c 'sleep 30 & sleep 30')(count=2)",
+                       procs=2, max_wall_time_s=0.5)
     manager.start()
     manager.join(timeout=10)
     assert not manager.is_alive()
     with db.session_scope(ctx.sessions) as session:
-        row = db.repository.get_job(session, job_id)
+        row = db.repository.get_job(session, manager.req.job_id)
         assert row.state is JobState.FAILED
         assert "max_wall_time" in row.failure_reason and row.gram_error == "JOB_EXECUTION_FAILED"
         assert row.end_time is not None
@@ -48,6 +25,43 @@ def test_walltime_limit_kills_and_says_why(quiet_settings, tmp_path):
     assert _live_members(groups) == []  # the backgrounded sleeps died with their group
     app.close()
     db.dispose_engines()
+
+
+def _context(settings):
+    """(app, node context) on ``settings`` with the demo topology's tables ready."""
+    from grid_tasks.celery_app import create_app
+    from grid_tasks.embedded.stack import prepare_database
+    from grid_tasks.gram.report import node_context
+    from grid_tasks.topology import load_topology
+
+    prepare_database(settings, load_topology(settings.topology_file))
+    app = create_app(settings)
+    return app, node_context(app)
+
+
+def _manager(ctx, rsl: str, procs: int = 1, **limits):
+    """A job manager (not started) for ``rsl`` on rmA/node1: the job stored as launched
+    there with token "tok", ``limits`` set on its launch request."""
+    from datetime import datetime, timezone
+
+    from grid_tasks import db
+    from grid_tasks.gram import keys
+    from grid_tasks.gram.jobmanager import JobManager
+    from grid_tasks.gram.launch import requests_for
+    from grid_tasks.gram.records import Outbox
+    from grid_tasks.gram.submission import build_job
+    from grid_tasks.rsl import lower
+
+    with db.session_scope(ctx.sessions) as session:
+        row = build_job(session, "rmA", rsl, lower(rsl)[0], {"user": "u"},
+                        datetime.now(timezone.utc), Outbox())
+        row.nodes_allocated, row.launch_token = {"node1": procs}, "tok"
+        job_id = row.id
+    ctx.redis.set(keys.token_key(job_id), "tok")
+    (req,) = requests_for(job_id, "rmA", "tok", lower(rsl)[0].to_dict(), {"node1": procs}, 60)
+    for name, value in limits.items():
+        setattr(req, name, value)
+    return JobManager(req, ctx)
 
 
 def _live_members(groups):
@@ -69,29 +83,15 @@ def _live_members(groups):
 
 
 def test_cpu_time_and_memory_limits_fail_the_job_naming_the_limit(quiet_settings):
-    settings = quiet_settings
     """max_cpu_time and max_memory become rlimits of every process; a process stopped
     by one ends the job FAILED (JOB_EXECUTION_FAILED) naming the limit, its exit code kept;
     a process under its limits ends DONE."""
     import signal
     import sys
-    from datetime import datetime, timezone
 
     from grid_tasks import db
-    from grid_tasks.celery_app import create_app
-    from grid_tasks.embedded.stack import prepare_database
-    from grid_tasks.gram import keys
-    from grid_tasks.gram.jobmanager import JobManager
-    from grid_tasks.gram.launch import requests_for
-    from grid_tasks.gram.records import Outbox
-    from grid_tasks.gram.report import node_context
-    from grid_tasks.gram.submission import build_job
-    from grid_tasks.rsl import lower
-    from grid_tasks.topology import load_topology
 
-    prepare_database(settings, load_topology(settings.topology_file))
-    app = create_app(settings)
-    ctx = node_context(app)
+    app, ctx = _context(quiet_settings)
     cases = [("&(executable=/bin/sh)(arguments=-c 'while :; do :; done')",
               {"max_cpu_time_s": 1}, -signal.SIGXCPU),
              (f"&(executable={sys.executable})(arguments=-c 'x = bytearray(400 << 20)')",
@@ -100,20 +100,11 @@ def test_cpu_time_and_memory_limits_fail_the_job_naming_the_limit(quiet_settings
               {"max_memory_mb": 200, "max_cpu_time_s": 5}, 0)]
     reasons = ["max_cpu_time of 1 s", "max_memory of 200 MB", None]
     for (rsl, limits, expected), reason in zip(cases, reasons):
-        with db.session_scope(ctx.sessions) as session:
-            row = build_job(session, "rmA", rsl, lower(rsl)[0], {"user": "u"},
-                            datetime.now(timezone.utc), Outbox())
-            row.nodes_allocated, row.launch_token = {"node1": 1}, "tok"
-            job_id = row.id
-        ctx.redis.set(keys.token_key(job_id), "tok")
-        (req,) = requests_for(job_id, "rmA", "tok", lower(rsl)[0].to_dict(), {"node1": 1}, 60)
-        for name, value in limits.items():
-            setattr(req, name, value)
-        manager = JobManager(req, ctx)
+        manager = _manager(ctx, rsl, **limits)
         manager.start()
         manager.join(timeout=20)
         with db.session_scope(ctx.sessions) as session:
-            row = db.repository.get_job(session, job_id)
+            row = db.repository.get_job(session, manager.req.job_id)
             assert row.exit_code == expected, (rsl, row.exit_code)
             if reason is None:
                 assert row.state is JobState.DONE and not row.gram_error
@@ -125,37 +116,12 @@ def test_cpu_time_and_memory_limits_fail_the_job_naming_the_limit(quiet_settings
     db.dispose_engines()
 
 
-def _manager(settings, rsl: str):
-    """A job manager for ``rsl`` on rmA/node1 (job stored, token set), not started."""
-    from datetime import datetime, timezone
 
-    from grid_tasks import db
-    from grid_tasks.celery_app import create_app
-    from grid_tasks.embedded.stack import prepare_database
-    from grid_tasks.gram import keys
-    from grid_tasks.gram.jobmanager import JobManager
-    from grid_tasks.gram.launch import requests_for
-    from grid_tasks.gram.records import Outbox
-    from grid_tasks.gram.report import node_context
-    from grid_tasks.gram.submission import build_job
-    from grid_tasks.rsl import lower
-    from grid_tasks.topology import load_topology
-
-    prepare_database(settings, load_topology(settings.topology_file))
-    app = create_app(settings)
-    ctx = node_context(app)
-    with db.session_scope(ctx.sessions) as session:
-        row = build_job(session, "rmA", rsl, lower(rsl)[0], {"user": "u"},
-                        datetime.now(timezone.utc), Outbox())
-        row.nodes_allocated, row.launch_token = {"node1": 1}, "tok"
-        job_id = row.id
-    ctx.redis.set(keys.token_key(job_id), "tok")
-    (req,) = requests_for(job_id, "rmA", "tok", lower(rsl)[0].to_dict(), {"node1": 1}, 60)
-    writes = []
+def _count_writes(ctx, kinds: list) -> None:
+    """Record the kind of every report the context's writer is handed, in order."""
     writer = ctx.report_writer()
     real = writer.write
-    writer.write = lambda report: (writes.append(report.kind), real(report))[1]
-    return app, ctx, JobManager(req, ctx), writes
+    writer.write = lambda report: (kinds.append(report.kind), real(report))[1]
 
 
 def _history(ctx, job_id):
@@ -171,7 +137,9 @@ def test_a_job_ending_at_once_is_reported_once_with_its_real_start(quiet_setting
     at the time its process started, not when the report was written."""
     from grid_tasks import db
 
-    app, ctx, manager, writes = _manager(quiet_settings, "&(executable=/bin/true)")
+    app, ctx = _context(quiet_settings)
+    manager, writes = _manager(ctx, "&(executable=/bin/true)"), []
+    _count_writes(ctx, writes)
     manager.start()
     manager.join(timeout=10)
     assert writes == ["finished"]
@@ -192,7 +160,9 @@ def test_a_running_job_is_reported_active_while_it_runs(quiet_settings):
 
     from grid_tasks import db
 
-    app, ctx, manager, writes = _manager(quiet_settings, "&(executable=/bin/sleep)(arguments=1)")
+    app, ctx = _context(quiet_settings)
+    manager, writes = _manager(ctx, "&(executable=/bin/sleep)(arguments=1)"), []
+    _count_writes(ctx, writes)
     manager.start()
     deadline = time.monotonic() + 5
     while time.monotonic() < deadline and _history(ctx, manager.req.job_id)[0].state \
