@@ -29,19 +29,21 @@ class Outbox:
     coallocations: set[int] = field(default_factory=set)
 
     def flush(self, client: Any, app: Any = None) -> None:
-        """Publish the events, then (with an app) trigger the RMs' iterations."""
-        from grid_tasks.scheduling import trigger_iteration
+        """(With an app) trigger the RMs' iterations and publish the events, in one
+        round trip; then send the iteration tasks the triggers ask for."""
+        from grid_tasks.scheduling import queue_trigger, send_triggered
 
-        if len(self.events) == 1:
-            publish(client, self.events[0])
-        elif self.events:  # a batch of reports: one round trip for all its events
+        rms = sorted(self.rms) if app is not None else []
+        if rms or self.events:
             pipe = client.pipeline(transaction=False)
+            for rm in rms:  # first: every waiting job's start hangs on its iteration
+                queue_trigger(pipe, rm)
             for event in self.events:
                 publish(pipe, event)
-            pipe.execute()
+            replies = pipe.execute()
+            if rms:
+                send_triggered(app, rms, replies[:len(rms)])
         if app is not None:
-            for rm in sorted(self.rms):
-                trigger_iteration(app, rm, client=client)
             if self.coallocations:
                 from grid_tasks.duroc.tasks import settle_signature
 

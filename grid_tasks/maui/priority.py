@@ -28,10 +28,13 @@ _SUBCOMPONENTS = {
 _COMPONENT_WEIGHT = {"CRED": "CREDWEIGHT", "FS": "FSWEIGHT", "SERV": "SERVWEIGHT", "RES": "RESWEIGHT"}
 
 
+_CREDENTIAL_ATTRS = {"USER": "user", "GROUP": "group", "ACCOUNT": "account",
+                     "CLASS": "job_class", "QOS": "qos"}
+
+
 def credential(job: Job, kind: str) -> str | None:
     """The job's name for a credential kind (USER, GROUP, ACCOUNT, CLASS, QOS)."""
-    return {"USER": job.user, "GROUP": job.group, "ACCOUNT": job.account,
-            "CLASS": job.job_class, "QOS": job.qos}[kind]
+    return getattr(job, _CREDENTIAL_ATTRS[kind])
 
 
 def processor_equivalents(job: Job, machine: tuple[float, float, float, float]) -> float:
@@ -169,20 +172,30 @@ def _raw(job: Job, sub: str, now: float, config: SchedulerConfig, fs: Fairshare)
     return config.cred_priority.get(sub, {}).get(name, 0.0) if name is not None else 0.0
 
 
-def score(job: Job, now: float, config: SchedulerConfig, fs: Fairshare) -> float:
-    """``breakdown(...).total`` computed without the breakdown: only weighted terms."""
-    w = config.weights
+def score(job: Job, now: float, config: SchedulerConfig, fs: Fairshare,
+          terms: Terms | None = None) -> float:
+    """``breakdown(...).total`` computed without the breakdown: only weighted terms
+    (``terms``: :func:`weighted_terms` of ``config``, when scoring many jobs)."""
     total = 0.0
-    for comp, subs in _SUBCOMPONENTS.items():
-        cw = w[_COMPONENT_WEIGHT[comp]]
-        if cw:
-            part = 0.0
-            for sub in subs:
-                sw = w[sub + "WEIGHT"]
-                if sw:
-                    part += sw * _raw(job, sub, now, config, fs)
-            total += cw * part
+    for cw, subs in weighted_terms(config) if terms is None else terms:
+        part = 0.0
+        for sub, sw in subs:
+            part += sw * _raw(job, sub, now, config, fs)
+        total += cw * part
     return total + job.priority
+
+
+#: (component weight, ((subcomponent, weight), ...)) per component with a nonzero weight.
+Terms = tuple[tuple[float, tuple[tuple[str, float], ...]], ...]
+
+
+def weighted_terms(config: SchedulerConfig) -> Terms:
+    """The nonzero weights of ``config`` in :data:`_SUBCOMPONENTS` order: :func:`score`
+    sums in that order, so every score is the same float as summing over all weights."""
+    w = config.weights
+    return tuple((w[_COMPONENT_WEIGHT[comp]],
+                  tuple((sub, w[sub + "WEIGHT"]) for sub in subs if w[sub + "WEIGHT"]))
+                 for comp, subs in _SUBCOMPONENTS.items() if w[_COMPONENT_WEIGHT[comp]])
 
 
 def prioritize(jobs: Iterable[Job], seq: dict[str, int], now: float, config: SchedulerConfig,
@@ -191,6 +204,7 @@ def prioritize(jobs: Iterable[Job], seq: dict[str, int], now: float, config: Sch
     jobs = list(jobs)
     if config.fifo and not any(j.priority for j in jobs):
         return sorted(jobs, key=lambda j: (j.submit_time, seq[j.id]))
-    scored = [(-score(j, now, config, fs), seq[j.id], j) for j in jobs]
+    terms = weighted_terms(config)  # once, not once per job
+    scored = [(-score(j, now, config, fs, terms), seq[j.id], j) for j in jobs]
     scored.sort(key=lambda x: (x[0], x[1]))
     return [j for _, _, j in scored]

@@ -42,12 +42,13 @@ class Throttle:
         if not self.active:
             return True
         ok = True
-        for key in self._keys(job):
+        keys = self._keys(job)
+        for key in keys:
             lim = throttle_limit(self._limits(*key), "MAXIJOB")
             if lim is not None and self.idle_seen[key] >= lim[HARD]:
                 ok = False
         if ok:
-            for key in self._keys(job):
+            for key in keys:
                 self.idle_seen[key] += 1
         return ok
 

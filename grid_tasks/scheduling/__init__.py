@@ -57,18 +57,34 @@ def trigger_iteration(app: Any, rm: str, *, client: Any = None) -> bool:
     runs, the dirty flag alone makes it run once more (and its release re-triggers
     if the flag came after its last look), so no task is sent; nor while one is queued.
     """
-    from grid_tasks.celery_app import readable
-
     if client is None:
         client = redis_client(app)
     fresh = client.register_script(_TRIGGER)(
         keys=[dirty_key(rm), queued_key(rm), lock_key(rm)], args=[QUEUED_TTL_S])
-    if not fresh:
-        return False
-    # ignore_result: no result subscription (a Redis round trip per send, and an
-    # unsubscribe from AsyncResult.__del__ that fails once the Redis is gone)
-    app.send_task(ITERATE, kwargs={"rm": rm}, ignore_result=True, **readable("iterate", rm=rm))
-    return True
+    return send_triggered(app, [rm], [fresh]) == 1
+
+
+def queue_trigger(pipe: Any, rm: str) -> None:
+    """Add :func:`trigger_iteration`'s Redis side for ``rm`` to ``pipe`` (a pipeline
+    that also carries other commands: one round trip); hand its reply to
+    :func:`send_triggered`.  EVAL, not EVALSHA: a pipeline with a registered script
+    asks SCRIPT EXISTS first, a round trip of its own."""
+    pipe.eval(_TRIGGER, 3, dirty_key(rm), queued_key(rm), lock_key(rm), QUEUED_TTL_S)
+
+
+def send_triggered(app: Any, rms: list[str], replies: list[Any]) -> int:
+    """Enqueue the iteration task of each RM whose trigger reply asks for one; how many."""
+    from grid_tasks.celery_app import readable
+
+    sent = 0
+    for rm, fresh in zip(rms, replies):
+        if fresh:
+            # ignore_result: no result subscription (a Redis round trip per send, and an
+            # unsubscribe from AsyncResult.__del__ that fails once the Redis is gone)
+            app.send_task(ITERATE, kwargs={"rm": rm}, ignore_result=True,
+                          **readable("iterate", rm=rm))
+            sent += 1
+    return sent
 
 
 _clients: dict[tuple[int, str], Any] = {}
@@ -92,4 +108,4 @@ def redis_client(app_or_settings: Any) -> Any:
     return client
 
 
-__all__ = ["ITERATE", "redis_client", "trigger_iteration"]
+__all__ = ["ITERATE", "queue_trigger", "redis_client", "send_triggered", "trigger_iteration"]

@@ -146,3 +146,36 @@ def test_a_stream_of_triggers_is_handed_to_a_fresh_task(app_and_runs, settings):
     assert client.get(lock_key("rmS")) is None  # released
     broker = redis.Redis.from_url(settings.broker_url)
     assert broker.llen("scheduler") == 1  # the rest goes to a fresh task
+
+
+def test_an_outbox_triggers_and_announces_in_one_round_trip(app_and_runs, settings):
+    """Outbox.flush: the triggers (first) and the events go in one pipeline; a task is
+    sent for each RM not queued yet, none for one already queued."""
+    from grid_tasks.events import JobEvent, subscribe
+    from grid_tasks.gram.records import Outbox
+
+    app, _, client = app_and_runs
+    broker = redis.Redis.from_url(settings.broker_url)
+    assert trigger_iteration(app, RM_B, client=client) is True  # RM_B: queued already
+    watcher = subscribe(client, 41)
+    commands = []
+    real = client.pipeline
+
+    def counting_pipeline(*args, **kwargs):
+        pipe = real(*args, **kwargs)
+        original = pipe.execute
+        pipe.execute = lambda *a, **k: (commands.append(
+            [c[0][0] for c in pipe.command_stack]), original(*a, **k))[1]
+        return pipe
+
+    client.pipeline = counting_pipeline
+    outbox = Outbox(events=[JobEvent(41, "DONE", "exit code 0", 1.0)], rms={RM_A, RM_B})
+    outbox.flush(client, app)
+    assert commands == [["EVAL", "EVAL", "PUBLISH"]]  # one round trip, triggers first
+    assert broker.llen("scheduler") == 2  # RM_B's earlier task and RM_A's new one
+    assert client.get(dirty_key(RM_A)) == b"1" and client.get(dirty_key(RM_B)) == b"1"
+    deadline, message = time.monotonic() + 5, None
+    while message is None and time.monotonic() < deadline:
+        message = watcher.get_message(timeout=0.5)
+    assert JobEvent.from_json(message["data"]).state == "DONE"
+    assert (outbox.events, outbox.rms) == ([], set())
