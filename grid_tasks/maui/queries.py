@@ -27,6 +27,22 @@ class QueriesMixin:
             return list(self.pool.queue)
         return sorted(self.idle.values(), key=lambda j: self.seq[j.id])
 
+    def nothing_free(self: "Scheduler", now: float) -> bool:
+        """Whether no job at all could start at ``now``: some node is usable and each
+        processor of every usable node is taken by a running job.  Processors a
+        reservation holds count as free (the jobs its ACL admits may take them); a
+        reservation can only take free processors, so none added later frees any.
+        Never said for the single-node pool."""
+        eng = self.engine
+        if self.pool is not None:
+            return False
+        usable = [n for n in eng.nodes.values() if n.usable]
+        return bool(usable) and all(
+            min(eng.prof[n.name]["p"].value_at(now) + sum(
+                h.rem[n.name].value_at(now) for h in eng.holds.values() if n.name in h.rem),
+                n.procs - n.utilized_procs) <= 0
+            for n in usable)
+
     def running_jobs(self: "Scheduler") -> dict[str, tuple[float, dict[str, int]]]:
         """Running job id -> (start, allocation)."""
         if self.pool is not None:

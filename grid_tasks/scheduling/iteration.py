@@ -64,7 +64,8 @@ def run_iteration(app: Any, rm: str, *, sessions: Any, redis: Any, registry: Any
             release_deferred(session, deferral, now, rm, CheckReport())
         session.flush()
         guard = grid_reservations.prepare(session, rm, now, redis)  # restore, prune
-        sched = load_scheduler(session, rm, now=now, registry=registry, modules=modules)
+        sched = load_scheduler(session, rm, now=now, registry=registry, modules=modules,
+                               idle_if_free=True)
         result = sched.iterate(now)
         vetoed = guard.veto(session, result.started)  # start_object(token) of bound jobs
         rows = _rows(session, result.started)  # one query, not one per started job
@@ -82,12 +83,14 @@ def run_iteration(app: Any, rm: str, *, sessions: Any, redis: Any, registry: Any
             report.started.append(row.id)
         # Jobs running (leases to watch) or waiting (e.g. for a silent node to come
         # back): look again soon rather than only at the next RMPOLLINTERVAL.
+        # (a full machine's idle queue is not read: its running jobs make it busy)
         report.busy = bool(report.started or sched.running_jobs() or sched.idle_jobs())
     _publish(app, redis, launches, sessions, report, deferral)
     outbox.flush(redis, app)
-    log.info("iterate %s: %d idle, %d started, %d recovered in %.1f ms", rm,
-             len(sched.idle_jobs()), len(report.started), len(report.recovered),
-             (time.perf_counter() - began) * 1e3)
+    idle = len(sched.idle_jobs())
+    log.info("iterate %s: %s, %d started, %d recovered in %.1f ms", rm,
+             f"{idle} idle" if idle or not sched.nothing_free(now) else "full (idle queue unread)",
+             len(report.started), len(report.recovered), (time.perf_counter() - began) * 1e3)
     return report
 
 

@@ -183,13 +183,20 @@ _COLUMNS = (JobRow.id, JobRow.state, JobRow.maui_state, JobRow.tasks, JobRow.wal
             JobRow.request["min_memory_mb"].as_integer().label("min_memory_mb"))
 
 
-def live_jobs(session: Session, rm: str) -> list[Any]:
+def live_jobs(session: Session, rm: str, *, idle: bool = True,
+              holding: bool = True) -> list[Any]:
     """PENDING and ACTIVE jobs of ``rm`` (rows with the job's attribute names) in one
-    query: priority, then submission order."""
-    stmt = (select(*_COLUMNS)
-            .where(JobRow.rm == rm, JobRow.state.in_([JobState.PENDING, JobState.ACTIVE]))
-            .order_by(JobRow.priority.desc(), JobRow.submit_time, JobRow.id))
-    return list(session.execute(stmt))
+    query: priority, then submission order.  ``idle=False`` leaves out the jobs waiting
+    in the idle queue, ``holding=False`` those that hold nodes (running or starting)."""
+    holds_nodes = (JobRow.state == JobState.ACTIVE) | (JobRow.maui_state == MauiJobState.STARTING)
+    stmt = select(*_COLUMNS).where(JobRow.rm == rm,
+                                   JobRow.state.in_([JobState.PENDING, JobState.ACTIVE]))
+    if not idle:
+        stmt = stmt.where(holds_nodes)
+    if not holding:
+        stmt = stmt.where(~holds_nodes)
+    return list(session.execute(stmt.order_by(JobRow.priority.desc(), JobRow.submit_time,
+                                              JobRow.id)))
 
 
 def _restore_running(sched: Scheduler, rows: list[Any], rm: str, now: float) -> None:
@@ -288,19 +295,24 @@ def _charge_rows(entry: _Usage, session: Session, where: Any) -> int:
 
 
 def load_scheduler(session: Session, rm: str, *, now: float, registry: Any = None,
-                   topology: Any = None, modules: Sequence[Any] = ()) -> Scheduler:
+                   topology: Any = None, modules: Sequence[Any] = (),
+                   idle_if_free: bool = False) -> Scheduler:
     """The Maui core of ``rm`` at ``now`` (POSIX seconds) with its SQL state loaded.
 
     ``registry`` (a NodeRegistry) supplies node liveness: silent nodes are Unknown
     and get no new work; without it every node is taken as up (planning view).
     ``topology`` overrides the SQL node list and policy file.  ``modules`` are
     scheduler modules (the live iteration's, see :mod:`grid_tasks.schedmods`).
+    ``idle_if_free``: leave the idle queue unread when no job could start anyway
+    (:meth:`~grid_tasks.maui.Scheduler.nothing_free`, no modules): with a deep queue
+    on a full machine, reading and ranking it was most of every iteration's cost.
     Raises NotFoundError for an unknown RM.
     """
     nodes, policy_file = _rm_nodes(session, rm, topology)
     sched = Scheduler(nodes, policy_config(policy_file), modules=modules)
     _charge_fairshare(sched, session, rm, now)
-    rows = live_jobs(session, rm)
+    lazy = idle_if_free and not modules
+    rows = live_jobs(session, rm, idle=not lazy)
     _restore_running(sched, rows, rm, now)
     for row in _admin_reservations(session, rm, now):
         try:
@@ -312,6 +324,10 @@ def load_scheduler(session: Session, rm: str, *, now: float, registry: Any = Non
     for name, state in _node_states(registry, rm, nodes).items():
         if state not in USABLE_STATES:
             sched.update_node(name, now, state=state)
+    if lazy:
+        if sched.nothing_free(now):
+            return sched
+        rows = live_jobs(session, rm, holding=False)
     for row in rows:
         if row.state is JobState.PENDING and row.maui_state in IDLE_MAUI_STATES:
             sched.submit(core_job(row), now)

@@ -153,3 +153,32 @@ def test_oversized_job_leaves_the_pool_and_never_blocks():
     sched.submit(Job("huge", tasks=8, walltime=10), now=0)
     sched.submit(Job("ok", tasks=2, walltime=10), now=0)
     assert [s.job_id for s in sched.iterate(0).started] == ["ok"]
+
+
+def test_nothing_free_only_when_every_usable_processor_is_taken():
+    from grid_tasks.maui import ACL, Reservation
+    from grid_tasks.states import NodeState
+
+    nodes = [Node("n0", 4), Node("n1", 2)]
+    sched = Scheduler(nodes, SchedulerConfig(fast_path=False))
+    assert not sched.nothing_free(0)
+    sched.restore_running(Job("r0", tasks=4, walltime=100), 0, {"n0": 4}, 0)
+    assert not sched.nothing_free(0)  # n1 is free
+    sched.restore_running(Job("r1", tasks=1, walltime=100), 0, {"n1": 1}, 0)
+    assert not sched.nothing_free(0)  # one processor of n1 is left
+    sched.restore_running(Job("r2", tasks=1, walltime=50), 0, {"n1": 1}, 0)
+    assert sched.nothing_free(0)
+    assert not sched.nothing_free(60)  # r2's processor is back after its walltime
+    sched.update_node("n1", 0, state=NodeState.DOWN)
+    assert sched.nothing_free(60)  # the free processor is on a node that takes no work
+    down = Scheduler([Node("n0", 4)], SchedulerConfig(fast_path=False))
+    down.update_node("n0", 0, state=NodeState.DOWN)
+    assert not down.nothing_free(0)  # no usable node: not said (jobs wait for it)
+    held = Scheduler([Node("n0", 1), Node("n1", 1)], SchedulerConfig(fast_path=False))
+    held.restore_running(Job("r", tasks=1, walltime=100), 0, {"n0": 1}, 0)
+    held.add_reservation(Reservation(name="lab", start=0, end=1000, nodes=("n1",),
+                                     acl=ACL.build(users=["ann"])))
+    assert not held.nothing_free(0)  # n1 is held, but ann's jobs may use it
+    held.restore_running(Job("a", tasks=1, walltime=100, user="ann"), 0, {"n1": 1}, 0)
+    assert held.nothing_free(0)  # ann's job took it
+    assert not held.nothing_free(100)

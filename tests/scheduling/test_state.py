@@ -144,3 +144,44 @@ def test_jobactiononnodefailure_is_a_known_maui_cfg_parameter():
     with pytest.raises(MauiConfigError) as info:
         parse_maui_config("RMPOLLINTERVAL 10\nJOBACTIONONNODEFAILURE panic\n", "maui.cfg")
     assert info.value.line == 2
+
+
+@pytest.mark.parametrize("seed", range(16))
+def test_a_full_machines_idle_queue_is_unread_and_decisions_are_the_same(sessions, seed):
+    """idle_if_free (the live iteration's loader): the same starts as reading the whole
+    queue, for random mixes of running and idle jobs and a reservation for u0 on node2;
+    no idle job read when rmA (node1 and node2, 4 processors each) has none free."""
+    import random
+
+    rng = random.Random(seed)
+    now = datetime.now(timezone.utc)
+    with db.session_scope(sessions) as s:
+        if rng.random() < 0.5:
+            s.add(db.Reservation(name="lab", rm="rmA", kind=db.ReservationKind.ADMIN,
+                                 acl={"users": ["u0"]}, nodes=["node2"],
+                                 start_time=now - timedelta(minutes=1),
+                                 end_time=now + timedelta(hours=1)))
+        for node in ("node1", "node2"):
+            left = rng.choice([0, 1, 2, 4, 4, 4])
+            while left:
+                size = rng.randint(1, left)
+                left -= size
+                row = _job(s, f"&(executable=/bin/true)(count={size})(maxWallTime=60)",
+                           user=rng.choice(["u0", "u1"]))
+                db.record_transition(s, row, JobState.ACTIVE, "started", now)
+                row.nodes_allocated = {node: size}
+        for i in range(rng.randint(1, 6)):
+            _job(s, f"&(executable=/bin/true)(count={rng.randint(1, 5)})", user=f"u{i % 3}")
+    decided = []
+    for lazy in (False, True):
+        with db.session_scope(sessions) as s:
+            sched = load_scheduler(s, "rmA", now=time.time(), idle_if_free=lazy)
+            full = sched.nothing_free(time.time())
+            if lazy and full:
+                assert sched.idle_jobs() == []
+            else:
+                assert sched.idle_jobs() != []
+            decided.append(sorted(st.job_id for st in sched.iterate(time.time()).started))
+    assert decided[0] == decided[1]
+    if full:
+        assert decided[1] == []
