@@ -181,22 +181,33 @@ _COLUMNS = (JobRow.id, JobRow.state, JobRow.maui_state, JobRow.tasks, JobRow.wal
             JobRow.job_class, JobRow.qos, JobRow.holds, JobRow.early_start,
             JobRow.nodes_allocated,
             JobRow.request["min_memory_mb"].as_integer().label("min_memory_mb"))
+#: Those an idle job needs (:func:`core_job`): the queue can be long, each column costs.
+_IDLE_COLUMNS = (JobRow.id, JobRow.tasks, JobRow.walltime, JobRow.submit_time, JobRow.user,
+                 JobRow.group, JobRow.account, JobRow.job_class, JobRow.qos, JobRow.holds,
+                 JobRow.early_start, _COLUMNS[-1])
 
 
-def live_jobs(session: Session, rm: str, *, idle: bool = True,
-              holding: bool = True) -> list[Any]:
+_ORDER = (JobRow.priority.desc(), JobRow.submit_time, JobRow.id)
+
+
+def live_jobs(session: Session, rm: str, *, idle: bool = True) -> list[Any]:
     """PENDING and ACTIVE jobs of ``rm`` (rows with the job's attribute names) in one
-    query: priority, then submission order.  ``idle=False`` leaves out the jobs waiting
-    in the idle queue, ``holding=False`` those that hold nodes (running or starting)."""
-    holds_nodes = (JobRow.state == JobState.ACTIVE) | (JobRow.maui_state == MauiJobState.STARTING)
+    query: priority, then submission order.  ``idle=False``: only those holding nodes
+    (running, or starting)."""
     stmt = select(*_COLUMNS).where(JobRow.rm == rm,
                                    JobRow.state.in_([JobState.PENDING, JobState.ACTIVE]))
     if not idle:
-        stmt = stmt.where(holds_nodes)
-    if not holding:
-        stmt = stmt.where(~holds_nodes)
-    return list(session.execute(stmt.order_by(JobRow.priority.desc(), JobRow.submit_time,
-                                              JobRow.id)))
+        stmt = stmt.where((JobRow.state == JobState.ACTIVE)
+                          | (JobRow.maui_state == MauiJobState.STARTING))
+    return list(session.execute(stmt.order_by(*_ORDER)))
+
+
+def idle_jobs(session: Session, rm: str) -> list[Any]:
+    """The jobs of ``rm`` waiting in the idle queue (rows of :data:`_IDLE_COLUMNS`), in
+    :func:`live_jobs` order."""
+    stmt = select(*_IDLE_COLUMNS).where(JobRow.rm == rm, JobRow.state == JobState.PENDING,
+                                        JobRow.maui_state.in_(IDLE_MAUI_STATES))
+    return list(session.execute(stmt.order_by(*_ORDER)))
 
 
 def _restore_running(sched: Scheduler, rows: list[Any], rm: str, now: float) -> None:
@@ -325,9 +336,10 @@ def load_scheduler(session: Session, rm: str, *, now: float, registry: Any = Non
         if state not in USABLE_STATES:
             sched.update_node(name, now, state=state)
     if lazy:
-        if sched.nothing_free(now):
-            return sched
-        rows = live_jobs(session, rm, holding=False)
+        if not sched.nothing_free(now):
+            for row in idle_jobs(session, rm):
+                sched.submit(core_job(row), now)
+        return sched
     for row in rows:
         if row.state is JobState.PENDING and row.maui_state in IDLE_MAUI_STATES:
             sched.submit(core_job(row), now)
