@@ -4,20 +4,21 @@
 (b) submit-to-ACTIVE and submit-to-DONE latency (p50, p95) of /bin/true jobs, one at a time;
 (c) throughput of many /bin/true jobs submitted at once through the demo grid.
 Ratios are to (a), measured on the same Redis in the same run.  The bare tasks run on
-the grid's own scheduler-queue workers (same processes, same thread pools).
+the grid's own scheduler-queue workers (same processes, same thread pools).  The two
+throughputs are measured in alternating rounds (``--rounds``, default 3) and compared
+by their medians, so a machine that is busier for a while weighs on both alike.
 
 On a shared host the ratios move with the other load, so the CPU seconds every process
 of the run (workers, redis-server, this client) spent per bare task and per job are
 printed too: their ratio is the throughput ratio the design allows when CPU is what
 limits, whatever else the machine runs.
 
-    .venv/bin/python benchmarks/bench_gram.py [--jobs 1000] [--latency-jobs 40]
+    .venv/bin/python benchmarks/bench_gram.py [--jobs 1000] [--latency-jobs 40] [--rounds 3]
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import statistics
 import tempfile
@@ -96,23 +97,31 @@ class CpuMeter:
         self.spent = self.total() - self.start
 
 
-def bare(app, n: int, meter=None) -> tuple[float, float, float]:
+def round_trip(app) -> float:
+    """p50 of 100 bare round trips (after 20 warming up connections and the worker)."""
     from grid_tasks.scheduling.tasks import PING
 
-    for _ in range(20):  # warm up connections and the worker
+    for _ in range(20):
         app.send_task(PING).get(timeout=30)
     trips = []
     for _ in range(100):
         t0 = time.perf_counter()
         app.send_task(PING).get(timeout=30)
         trips.append(time.perf_counter() - t0)
-    with meter or contextlib.nullcontext() as cpu:
+    return statistics.median(trips)
+
+
+def bare(app, n: int, meter) -> tuple[float, float]:
+    """(tasks per second, CPU seconds per task) of ``n`` bare tasks sent at once."""
+    from grid_tasks.scheduling.tasks import PING
+
+    with meter as cpu:
         t0 = time.perf_counter()
         results = [app.send_task(PING) for _ in range(n)]
         for r in results:
             r.get(timeout=120)
         rate = n / (time.perf_counter() - t0)
-    return statistics.median(trips), rate, (cpu.spent / n if meter else 0.0)
+    return rate, cpu.spent / n
 
 
 def latency(grid, listener: Listener, n: int) -> tuple[list[float], list[float]]:
@@ -150,6 +159,8 @@ def main() -> None:
     parser.add_argument("--latency-jobs", type=int, default=40)
     parser.add_argument("--clients", type=int, default=4,
                         help="submitting threads in (c) (default 4)")
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="alternating rounds of bare and job throughput (default 3)")
     parser.add_argument("--logs", type=Path,
                         help="keep the grid's logs (INFO: one line per iteration) here")
     args = parser.parse_args()
@@ -168,13 +179,17 @@ def main() -> None:
             app, grid = create_app(settings), Grid(settings)
             listener = Listener(grid.redis)
             listener.start()
-            trip, bare_rate, bare_cpu = bare(app, args.jobs, CpuMeter(stack))
+            trip = round_trip(app)
             active, done = latency(grid, listener, args.latency_jobs)
-            with Progress() as bar, CpuMeter(stack) as meter:
-                task = bar.add_task("submitting", total=args.jobs)
-                rate = throughput(grid, listener, args.jobs,
-                                  lambda: bar.advance(task), args.clients)
-            job_cpu = meter.spent / args.jobs
+            rounds = []  # (bare rate, bare CPU per task, job rate, job CPU per job)
+            with Progress() as bar:
+                task = bar.add_task("bare tasks and jobs", total=args.rounds * args.jobs)
+                for _ in range(args.rounds):
+                    bare_rate, bare_cpu = bare(app, args.jobs, CpuMeter(stack))
+                    with CpuMeter(stack) as meter:
+                        rate = throughput(grid, listener, args.jobs,
+                                          lambda: bar.advance(task), args.clients)
+                    rounds.append((bare_rate, bare_cpu, rate, meter.spent / args.jobs))
             grid.close()
             app.close()
         finally:
@@ -185,14 +200,19 @@ def main() -> None:
                 shutil.copytree(stack.state_dir / "logs", args.logs, dirs_exist_ok=True)
     p50a, p95a = percentile(active, 0.5), percentile(active, 0.95)
     p50d, p95d = percentile(done, 0.5), percentile(done, 0.95)
+    bare_rate, bare_cpu, rate, job_cpu = (statistics.median(r[i] for r in rounds)
+                                          for i in range(4))
     print(f"(a) bare Celery round trip p50 {trip * 1e3:.2f} ms; "
-          f"throughput {bare_rate:.0f} tasks/s ({args.jobs} tasks)")
+          f"throughput {bare_rate:.0f} tasks/s ({args.jobs} tasks; median of {args.rounds} "
+          f"rounds: {', '.join(f'{r[0]:.0f}' for r in rounds)})")
     print(f"(b) submit->ACTIVE p50 {p50a * 1e3:.1f} ms, p95 {p95a * 1e3:.1f} ms "
           f"({p50a / trip:.1f}x bare round trip; target <= 5x)")
     print(f"    submit->DONE   p50 {p50d * 1e3:.1f} ms, p95 {p95d * 1e3:.1f} ms "
           f"({p50d / trip:.1f}x bare round trip)")
     print(f"(c) {args.jobs} /bin/true jobs from {args.clients} clients: {rate:.1f} jobs/s "
           f"({100 * rate / bare_rate:.0f}% of bare task throughput; target >= 30%)")
+    print("    rounds (jobs/s, % of that round's bare): " + ", ".join(
+        f"{r[2]:.1f} ({100 * r[2] / r[0]:.0f}%)" for r in rounds))
     print(f"    CPU of all processes: {bare_cpu * 1e3:.1f} ms per bare task, "
           f"{job_cpu * 1e3:.1f} ms per job ({100 * bare_cpu / job_cpu:.0f}%: the throughput "
           "ratio when CPU is the limit)")
