@@ -15,9 +15,9 @@ stage along each job's critical path (the subjob whose processes entered last):
 
     request     job_request: SQL rows, coordination store, runtime access, chord sent
     dispatch    the header task reaching the gatekeeper and submitting the GRAM job
-    iteration   GRAM submission -> the RM's Maui iteration starts the job (GRAM side)
-    launch      iteration -> the job program begins to run: launch task, job manager,
-                process spawn, interpreter start (GRAM side and the OS)
+    iteration   GRAM submission -> the job's process spawned (its recorded start): the
+                RM's Maui iteration, the launch task, the job manager (GRAM side)
+    launch      spawned -> the job program begins to run: interpreter start (the OS)
     process     the program running -> all of the subjob's processes in the barrier
                 (runtime import, store connection, barrier entry)
     release     last barrier entry -> the barrier released (store event)

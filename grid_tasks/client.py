@@ -12,18 +12,15 @@ environment); no global Celery app is used.
 
 from __future__ import annotations
 
-import getpass
 import time
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import Any
 
-from sqlalchemy.exc import IntegrityError
 
 from grid_tasks.errors import GridTasksError, NotFoundError
 from grid_tasks.gram.errors import JobFinishedError, JobRefusedError, WaitTimeoutError
-from grid_tasks.gram.submission import cancel_job, check_fits, choose_rm, insert_job
-from grid_tasks.gram.records import Outbox
+from grid_tasks.gram.submission import cancel_job, store_submission
 from grid_tasks.settings import Settings
 from grid_tasks.states import JobState, MauiJobState
 
@@ -158,50 +155,18 @@ class Grid:
         ``extra_env`` is added to every process's environment; ``source`` names
         the RSL in error messages (e.g. its file).
         """
-        from grid_tasks.db import repository, session_scope
         from grid_tasks.rsl import lower
 
         subjobs = lower(rsl, variables, source=source)
         if len(subjobs) != 1:
             raise JobRefusedError("a multi-request (+...) is a coallocated job: submit it with "
                                   "grid-tasks coalloc", code="BAD_RSL")
-        sub = subjobs[0]
-        creds = {"user": user or getpass.getuser(), "group": group, "account": account,
-                 "qos": qos, "job_class": job_class}
-        outbox = Outbox()
-        try:
-            with session_scope(self.sessions) as session:
-                if idempotency_key:
-                    found = repository.find_job_by_idempotency_key(session, idempotency_key)
-                    if found is not None:
-                        return JobHandle(self, found.id, found.contact)
-                name = choose_rm(session, rm or sub.rm_contact)
-                who, granted = self._authorize(identity, name)
-                if granted is not None:
-                    creds["user"] = user or granted.name
-                check_fits(session, name, sub)
-                job_id, contact = insert_job(
-                    session, name, rsl, sub, creds, _now(), outbox,
-                    idempotency_key=idempotency_key, extra_env=extra_env,
-                    run_as=granted.name if granted else None, owner=who if granted else None)
-                handle = JobHandle(self, job_id, contact)
-        except IntegrityError:
-            if not idempotency_key:
-                raise
-            with session_scope(self.sessions) as session:
-                found = repository.find_job_by_idempotency_key(session, idempotency_key)
-                if found is None:
-                    raise
-                return JobHandle(self, found.id, found.contact)
-        outbox.flush(self.redis, self.app)
-        return handle
-
-    def _authorize(self, identity: str | None, rm: str) -> tuple[str, Any]:
-        """(identity, the grid map's LocalAccount or None when authorization is off)."""
-        from grid_tasks.security.authorization import authorize, local_identity
-
-        who = identity or local_identity()
-        return who, authorize(self.settings, who, rm, account=None)
+        creds = {"user": user, "group": group, "account": account, "qos": qos,
+                 "job_class": job_class}
+        job_id, contact, _ = store_submission(
+            self, rsl, subjobs[0], rm or subjobs[0].rm_contact, creds,
+            idempotency_key=idempotency_key, extra_env=extra_env, identity=identity)
+        return JobHandle(self, job_id, contact)
 
     def job(self, job_id_or_contact: int | str) -> "JobHandle":
         """The handle of an existing job, by id or GRAM contact; NotFoundError otherwise."""
@@ -355,7 +320,3 @@ class JobHandle:
         with session_scope(self.grid.sessions) as session:
             return [HistoryEntry(h.from_state, h.to_state, h.reason, h.at)
                     for h in repository.job_history(session, self.id)]
-
-
-def _now() -> datetime:
-    return datetime.now(timezone.utc)

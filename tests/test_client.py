@@ -65,6 +65,21 @@ def test_bad_requests_are_refused_before_anything_is_stored(grid):
         grid.submit("&(executable=/bin/true)(hostCount=3)", rm="rmB")
     with pytest.raises(NotFoundError):
         grid.job(1)
+    with pytest.raises(NotFoundError, match="rmC.*rmA, rmB"):
+        grid.submit("&(executable=/bin/true)", rm="rmC")  # named by the node lookup
+    with db.session_scope(grid.sessions) as s:
+        assert s.query(db.models.Job).count() == 0
+
+
+def test_a_repeated_key_returns_the_first_job_even_when_the_retry_would_be_refused(grid):
+    first = grid.submit("&(executable=/bin/true)", rm="rmA", idempotency_key="k2")
+    again = grid.submit("&(executable=/bin/true)(count=99)", rm="rmA", idempotency_key="k2")
+    elsewhere = grid.submit("&(executable=/bin/true)", rm="rmC", idempotency_key="k2")
+    assert first.id == again.id == elsewhere.id and first.contact == again.contact
+    with pytest.raises(JobRefusedError, match="99 processors"):
+        grid.submit("&(executable=/bin/true)(count=99)", rm="rmA", idempotency_key="k3")
+    with db.session_scope(grid.sessions) as s:
+        assert s.query(db.models.Job).count() == 1
 
 
 def test_wait_blocks_on_events_and_times_out(grid):

@@ -120,14 +120,18 @@ class Coallocator(HeaderSteps, StructureChanges):
         _detach(result)
 
     # -- subjob submission and watching (run by the header tasks) -------------------------
-    def submit_subjob(self, job_id: int, address: int) -> int:
-        """Submit subjob ``address`` through GRAM once (idempotent); its GRAM job id."""
+    def submit_subjob(self, job_id: int, address: int) -> tuple[int, bool]:
+        """Submit subjob ``address`` through GRAM once (idempotent): (its GRAM job id,
+        stored by this call).  The GRAM job is stored linked to its subjob, in one
+        transaction; a retry after a failure in between links it then."""
+        from grid_tasks.gram.submission import store_submission
+        from grid_tasks.rsl import lower
         from grid_tasks.runtime import runtime_environment
 
         with session_scope(self.grid.sessions) as session:
             sub = _subjob(session, job_id, address)
             if sub.gram_job_id is not None:
-                return int(sub.gram_job_id)
+                return int(sub.gram_job_id), False
             rsl, rm, label = sub.rsl, sub.rm, sub.label or str(address)
             owner = sub.coallocation.owner
             left = (sub.coallocation.barrier_timeout or DEFAULT_BARRIER_TIMEOUT_S)
@@ -136,15 +140,25 @@ class Coallocator(HeaderSteps, StructureChanges):
             raise CoallocFinishedError(f"coallocated job {job_id} has no runtime access any more")
         env = runtime_environment(url.decode(), store_id(job_id), address, label,
                                   barrier_timeout=left)
-        handle = self.grid.submit(rsl, rm, user=owner, extra_env=env,
-                                  idempotency_key=f"duroc-{job_id}-{address}")
-        try:
-            _retrying(lambda: self._link(job_id, address, label, handle.id))
-        except CoallocFinishedError:  # the subjob was deleted while it was being submitted
-            self._cancel_gram(handle.id)
-            raise
-        self._cancel_if_gone(job_id, address, handle.id)
-        return handle.id
+        (request,) = lower(rsl)
+
+        def link(session: Any, gram_id: int) -> None:  # the subjob row, same transaction
+            row = _subjob(session, job_id, address)  # CoallocFinishedError if deleted
+            row.gram_job_id, row.state = gram_id, JobState.PENDING
+
+        gram_id, stored, _ = store_submission(
+            self.grid, rsl, request, rm or request.rm_contact,
+            {"user": owner}, extra_env=env,
+            idempotency_key=f"duroc-{job_id}-{address}", coallocation=(job_id, label),
+            within=link)
+        if not stored:  # stored by an earlier attempt that failed before linking
+            try:
+                _retrying(lambda: self._link(job_id, address, label, gram_id))
+            except CoallocFinishedError:  # the subjob was deleted meanwhile
+                self._cancel_gram(gram_id)
+                raise
+        self._cancel_if_gone(job_id, address, gram_id)
+        return gram_id, stored
 
     def _link(self, job_id: int, address: int, label: str, gram_id: int) -> None:
         """Link subjob and GRAM job both ways.

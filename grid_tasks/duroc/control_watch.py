@@ -55,13 +55,14 @@ class HeaderSteps:
         if info.complete:
             return {"address": address, "label": info.label, "entered": info.entered}
         try:
-            gram_id = self.submit_subjob(job_id, address)
+            gram_id, stored = self.submit_subjob(job_id, address)
         except CoallocFinishedError:
             if self._barrier_info(job_id, address) is None:  # deleted since the look above
                 return {"address": address, "deleted": True}
             raise
-        status = self.grid.status(gram_id)
-        if status.state.terminal:
+        # a job stored by this very step is PENDING: its state is read from the next on
+        status = None if stored else self.grid.status(gram_id)
+        if status is not None and status.state.terminal:
             why = status.reason if status.state is JobState.FAILED else None
             return self._subjob_died(job_id, info, why or (
                 f"its processes ended ({status.state.value}, exit code {status.exit_code})"))

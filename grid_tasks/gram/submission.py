@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import getpass
 from datetime import datetime, timezone
 from typing import Any
+
+from sqlalchemy.exc import IntegrityError
 
 from sqlalchemy.orm import Session
 
@@ -72,9 +75,10 @@ def build_job(session: Session, rm: str, rsl: str, sub: Any, creds: dict[str, An
 def insert_job(session: Session, rm: str, rsl: str, sub: Any, creds: dict[str, Any],
                now: datetime, outbox: Outbox, *, idempotency_key: str | None = None,
                extra_env: dict[str, str] | None = None, run_as: str | None = None,
-               owner: str | None = None) -> tuple[int, str]:
+               owner: str | None = None,
+               coallocation: tuple[int, str] | None = None) -> tuple[int, str]:
     """Insert the job, PENDING (Idle for Maui), with its contact and history; returns
-    (id, contact).
+    (id, contact).  ``coallocation``: (coallocated job id, subjob label) of a subjob.
 
     ``run_as`` is the local account the grid map chose (the job's processes run as
     it); ``owner`` the submitting identity (default: the user).  Plain INSERTs and one
@@ -97,6 +101,8 @@ def insert_job(session: Session, rm: str, rsl: str, sub: Any, creds: dict[str, A
               "rsl": rsl, "request": request, "submit_time": now, "walltime": int(walltime),
               "procs": sub.count, "tasks": sub.count, "idempotency_key": idempotency_key,
               "state": state, "maui_state": state.maui, "version": 1}
+    if coallocation is not None:
+        values["coallocation_id"], values["coallocation_label"] = coallocation
     # Statements on the tables, not the mapped classes: those are not cached compiled.
     table, mapper = JobRow.__table__, JobRow.__mapper__
     row = {}
@@ -115,6 +121,74 @@ def insert_job(session: Session, rm: str, rsl: str, sub: Any, creds: dict[str, A
     outbox.events.append(JobEvent(job_id, state.value, "submitted", now.timestamp()))
     outbox.rms.add(rm)
     return job_id, contact
+
+
+def store_submission(grid: Any, rsl: str, sub: Any, rm: str | None, creds: dict[str, Any], *,
+                     idempotency_key: str | None = None,
+                     extra_env: dict[str, str] | None = None, identity: str | None = None,
+                     coallocation: tuple[int, str] | None = None,
+                     within: Any = None) -> tuple[int, str, bool]:
+    """Authorize, check and store one lowered subjob request as a GRAM job, then
+    trigger its RM; returns (id, contact, stored by this call).
+
+    ``creds["user"]`` None: the grid map's local account, else this process's user.
+    A repeated ``idempotency_key`` returns the job first stored with it (False), also
+    when this attempt would be refused.  ``within(session, job_id)`` runs in the
+    storing transaction (a coallocated subjob links itself there).
+    """
+    from grid_tasks.db import session_scope
+    from grid_tasks.errors import GridTasksError
+
+    outbox = Outbox()
+    try:
+        with session_scope(grid.sessions) as session:
+            name, who, granted = _authorized(grid, session, rm, identity)
+            creds = {**creds, "user": creds.get("user") or (
+                granted.name if granted else getpass.getuser())}
+            check_fits(session, name, sub)  # also names an unknown RM (NotFoundError)
+            job_id, contact = insert_job(
+                session, name, rsl, sub, creds, _utcnow(), outbox,
+                idempotency_key=idempotency_key, extra_env=extra_env,
+                run_as=granted.name if granted else None, owner=who if granted else None,
+                coallocation=coallocation)
+            if within is not None:
+                within(session, job_id)
+    except (IntegrityError, GridTasksError):
+        # the key's row is looked for only now: a retried submission is the rare case
+        found = _by_key(grid, idempotency_key)
+        if found is None:
+            raise
+        return found[0], found[1], False
+    outbox.flush(grid.redis, grid.app)
+    return job_id, contact, True
+
+
+def _authorized(grid: Any, session: Session, rm: str | None,
+                identity: str | None) -> tuple[str, str | None, Any]:
+    """(RM, submitting identity, the grid map's LocalAccount); without a grid map the
+    identity is not worked out (its host name lookup) and a named RM not looked up."""
+    from grid_tasks.security.authorization import authorize, gridmap_for, local_identity
+
+    if gridmap_for(grid.settings) is None:
+        return rm or choose_rm(session, None), None, None
+    name = choose_rm(session, rm)  # an unknown RM is named before any authorization
+    who = identity or local_identity()
+    return name, who, authorize(grid.settings, who, name, account=None)
+
+
+def _by_key(grid: Any, key: str | None) -> tuple[int, str] | None:
+    """(id, contact) of the job stored with idempotency key ``key``, if any."""
+    if not key:
+        return None
+    from grid_tasks.db import session_scope
+
+    with session_scope(grid.sessions) as session:
+        found = repository.find_job_by_idempotency_key(session, key)
+        return None if found is None else (found.id, found.contact)
+
+
+def _utcnow() -> datetime:
+    return datetime.now(timezone.utc)
 
 
 def cancel_job(grid: Any, job_id: int) -> Any:
