@@ -7,16 +7,15 @@ from datetime import datetime, timezone
 from typing import Any
 
 from sqlalchemy.exc import IntegrityError
-
 from sqlalchemy.orm import Session
 
 from grid_tasks.db import repository
 from grid_tasks.db.models import Job as JobRow
 from grid_tasks.errors import NotFoundError
+from grid_tasks.events import JobEvent
 from grid_tasks.gram.binding import bind as bind_reservation
 from grid_tasks.gram.binding import requested_reservation
 from grid_tasks.gram.errors import JobFinishedError, JobRefusedError
-from grid_tasks.events import JobEvent
 from grid_tasks.gram.records import Outbox, finish
 from grid_tasks.states import JobState, MauiJobState
 
