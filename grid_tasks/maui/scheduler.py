@@ -178,7 +178,10 @@ class Scheduler(QueriesMixin):
         p = _Pass(held=len(self.job_res), floor=now)
         job_res = self.job_res
         quick = not self.throttle.active
+        done = _Done(self, now)
         for job in order:
+            if done(p, len(res.started)):
+                break  # the rest of the queue could neither start nor get a reservation
             pl = job_res.get(job.id)
             if quick and pl is not None and pl.start > now:
                 # the common case under deep reservations: it simply keeps waiting
@@ -386,6 +389,27 @@ class Scheduler(QueriesMixin):
         since = self._accounted.get(pl.job.id, pl.start)
         self.fairshare.charge(pl.job, self.fairshare.usage_rate(pl.job), since, min(now, pl.end))
         self._accounted[pl.job.id] = max(since, min(now, pl.end))
+
+
+class _Done:
+    """Whether a priority pass can stop early: every reservation it may make is made
+    and no processor is free (:meth:`Scheduler.nothing_free`), so no later job could
+    start, be picked for backfill or get a reservation.  Never while a reservation of
+    an earlier pass begins by now: its job starts in processors the check sees taken."""
+
+    def __init__(self, sched: "Scheduler", now: float) -> None:
+        depth = sched.config.depth
+        self.sched, self.now, self.depth = sched, now, depth
+        self.possible = depth is not None and all(
+            pl.start > now for pl in sched.job_res.values())
+        self.full, self.seen = False, -1  # nothing_free as of ``seen`` starts
+
+    def __call__(self, p: "_Pass", started: int) -> bool:
+        if not self.possible or p.held < self.depth:
+            return False
+        if started != self.seen:  # only a start can take the last free processor
+            self.full, self.seen = self.sched.nothing_free(self.now), started
+        return self.full
 
 
 @dataclass

@@ -182,3 +182,36 @@ def test_nothing_free_only_when_every_usable_processor_is_taken():
     held.restore_running(Job("a", tasks=1, walltime=100, user="ann"), 0, {"n1": 1}, 0)
     assert held.nothing_free(0)  # ann's job took it
     assert not held.nothing_free(100)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_a_pass_stopping_on_a_full_machine_decides_as_a_whole_pass(seed, monkeypatch):
+    """Once its reservations are made and no processor is free, a priority pass stops:
+    the same starts and reservations, over several iterations, as a pass that goes on."""
+    from grid_tasks.maui import scheduler as core
+    from grid_tasks.maui.config import BackfillPolicy
+
+    def run(stop: bool):
+        rng = random.Random(seed)
+        cfg = SchedulerConfig(fast_path=False, reservation_depth=rng.choice([0, 1, 2]),
+                              backfill_policy=rng.choice(list(BackfillPolicy)))
+        nodes = [Node(f"n{i}", rng.choice([1, 2, 4])) for i in range(rng.randint(1, 3))]
+        sched = Scheduler(nodes, cfg)
+        for i, node in enumerate(nodes):
+            for k in range(rng.randint(0, node.procs)):
+                sched.restore_running(Job(f"r{i}.{k}", tasks=1, walltime=rng.randint(5, 50)),
+                                      0, {node.name: 1}, 0)
+        decided = []
+        for t in range(0, 60, 5):
+            for k in range(rng.randint(0, 4)):
+                sched.submit(Job(f"j{t}.{k}", tasks=rng.randint(1, 4),
+                                 walltime=rng.randint(5, 40), user=rng.choice("ab")), t)
+            if not stop:
+                monkeypatch.setattr(core._Done, "__call__", lambda *_: False)
+            res = sched.iterate(t)
+            monkeypatch.undo()
+            decided.append((sorted(s.job_id for s in res.started),
+                            sorted((j, pl.start) for j, pl in sched.job_res.items())))
+        return decided
+
+    assert run(True) == run(False)
