@@ -17,7 +17,6 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-
 from grid_tasks.errors import GridTasksError, NotFoundError
 from grid_tasks.gram.errors import JobFinishedError, JobRefusedError, WaitTimeoutError
 from grid_tasks.gram.submission import cancel_job, store_submission

@@ -85,7 +85,7 @@ def insert_job(session: Session, rm: str, rsl: str, sub: Any, creds: dict[str, A
     from sqlalchemy import insert, update
 
     from grid_tasks.db.models import JobStateHistory
-    from grid_tasks.db.models.base import check_length
+    from grid_tasks.db.models.base import check_lengths
 
     request = sub.to_dict()
     if extra_env:
@@ -104,11 +104,8 @@ def insert_job(session: Session, rm: str, rsl: str, sub: Any, creds: dict[str, A
         values["coallocation_id"], values["coallocation_label"] = coallocation
     # Statements on the tables, not the mapped classes: those are not cached compiled.
     table, mapper = JobRow.__table__, JobRow.__mapper__
-    row = {}
-    for key, value in values.items():
-        column = mapper.get_property(key).columns[0]
-        check_length(table, column, value)
-        row[column.name] = value
+    check_lengths(mapper, values.get)
+    row = {mapper.get_property(key).columns[0].name: value for key, value in values.items()}
     job_id = session.execute(insert(table).values(row)).inserted_primary_key[0]
     contact = f"gram://{rm}/jobs/{job_id}"
     session.execute(update(table).where(table.c.id == job_id).values(contact=contact))

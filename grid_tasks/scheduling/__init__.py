@@ -59,9 +59,9 @@ def trigger_iteration(app: Any, rm: str, *, client: Any = None) -> bool:
     """
     if client is None:
         client = redis_client(app)
-    fresh = client.register_script(_TRIGGER)(
-        keys=[dirty_key(rm), queued_key(rm), lock_key(rm)], args=[QUEUED_TTL_S])
-    return send_triggered(app, [rm], [fresh]) == 1
+    pipe = client.pipeline(transaction=False)
+    queue_trigger(pipe, rm)
+    return send_triggered(app, [rm], pipe.execute()) == 1
 
 
 def queue_trigger(pipe: Any, rm: str) -> None:

@@ -101,9 +101,21 @@ def _check_lengths(_mapper: Any, _connection: Any, target: Base) -> None:
     PostgreSQL rejects them with an untyped DataError and SQLite silently
     stores them; both backends should behave alike, with an error naming the field.
     """
-    table = target.__table__  # type: ignore[attr-defined]
-    for key, column in _limited_columns(inspect(target).mapper):
-        check_length(table, column, getattr(target, key))
+    check_lengths(inspect(target).mapper, lambda key: getattr(target, key))
+
+
+def check_lengths(mapper: Any, value_of: Any) -> None:
+    """RecordError naming ``table.column`` for the first string longer than its column
+    holds; ``value_of(attribute)`` gives the values (also for Core inserts, which the
+    ORM listeners do not see)."""
+    from grid_tasks.db.errors import RecordError  # models load before errors' users
+
+    for key, column in _limited_columns(mapper):
+        value = value_of(key)
+        if isinstance(value, str) and len(value) > column.type.length:
+            raise RecordError(f"{mapper.local_table.name}.{column.name}: at most "
+                              f"{column.type.length} characters, got {len(value)} "
+                              f"({value[:40]!r}...)")
 
 
 _limited: dict[Any, list[tuple[str, Any]]] = {}
@@ -120,19 +132,6 @@ def _limited_columns(mapper: Any) -> list[tuple[str, Any]]:
             if getattr(attr.columns[0].type, "length", None) is not None
             and not isinstance(attr.columns[0].type, TypeDecorator)]
     return found
-
-
-def check_length(table: Any, column: Any, value: Any) -> None:
-    """RecordError naming ``table.column`` if ``value`` is a string longer than the
-    column holds (for Core inserts, which the ORM listeners do not see)."""
-    from grid_tasks.db.errors import RecordError  # models load before errors' users
-
-    length = getattr(column.type, "length", None)
-    if isinstance(column.type, TypeDecorator) or length is None:
-        return
-    if isinstance(value, str) and len(value) > length:
-        raise RecordError(f"{table.name}.{column.name}: at most {length} characters, "
-                          f"got {len(value)} ({value[:40]!r}...)")
 
 
 event.listen(Base, "before_insert", _check_lengths, propagate=True)
