@@ -29,14 +29,11 @@ resumes from the last stream id it saw.
 from __future__ import annotations
 
 import json
-import secrets
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import quote, urlsplit, urlunsplit
-
-import redis
 
 from grid_tasks.duroc import store_scripts as scripts
 from grid_tasks.duroc.store_errors import (
@@ -48,6 +45,11 @@ from grid_tasks.duroc.store_messages import MessagingMixin
 from grid_tasks.duroc.store_models import (
     BarrierState, JobSnapshot, JobStructure, SubjobInfo, SubjobSpec,
 )
+
+if TYPE_CHECKING:  # the job side never imports redis-py (see grid_tasks.duroc.resp)
+    import redis
+
+    from grid_tasks.duroc.resp import RespClient
 
 T = TypeVar("T")
 DEFAULT_TTL_S = 24 * 3600.0
@@ -75,10 +77,13 @@ def _decode(raw: Any) -> Any:
 class CoordinationStore(MessagingMixin):
     """Coordination state of coallocated jobs in one Redis database.
 
-    Thread-safe: redis-py gives each concurrent command its own pooled connection.
+    ``client`` is a redis-py client (control side, :meth:`from_url`) or a
+    :class:`~grid_tasks.duroc.resp.RespClient` (the job side, which must not pay
+    redis-py's import).  Thread-safe: both give each concurrent command its own
+    pooled connection.
     """
 
-    def __init__(self, client: redis.Redis, *, prefix: str = PREFIX,
+    def __init__(self, client: redis.Redis | RespClient, *, prefix: str = PREFIX,
                  slice_s: float = SLICE_S) -> None:
         self.client = client
         self.prefix = prefix
@@ -342,6 +347,8 @@ class CoordinationStore(MessagingMixin):
         ``url`` is the server URL processes should reach (defaults to this
         client's); its credentials are replaced by the job user's.
         """
+        import secrets  # control side only: the job side need not import it
+
         keys = self.keys(job)
         password = secrets.token_urlsafe(24)
         self.load_scripts()  # the job's processes may only EVALSHA
@@ -363,6 +370,8 @@ class CoordinationStore(MessagingMixin):
         return count
 
     def _own_url(self) -> str:
+        import redis  # a control-side (redis-py) client: redis-py is loaded already
+
         pool = self.client.connection_pool
         kw = pool.connection_kwargs
         if "path" in kw:

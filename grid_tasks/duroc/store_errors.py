@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-import redis
-
+from grid_tasks.duroc.resp import (
+    RespAuthenticationError, RespConnectionError, RespNoPermissionError, RespResponseError,
+)
 from grid_tasks.errors import ConfigError, ConnectivityError, GridTasksError, NotFoundError
 
 
@@ -126,29 +128,56 @@ _SCRIPT_SUFFIX = re.compile(r"\s*script: \w+, on @user_script:\d+\.?\s*$")
 _CODED = re.compile(r"GTERR ([A-Z]+)(?: (.*))?$", re.S)
 
 
+def _client_errors() -> tuple[tuple[type[BaseException], ...], ...]:
+    """(no permission, authentication, connection, response) error classes of both clients.
+
+    The job side uses :mod:`grid_tasks.duroc.resp`, the control side redis-py, which
+    is not imported here: a redis-py error cannot occur before redis-py is imported,
+    so its classes are looked up only once it is (and the runtime never loads it).
+    """
+    families: tuple[tuple[type[BaseException], ...], ...] = (
+        (RespNoPermissionError,), (RespAuthenticationError,), (RespConnectionError,),
+        (RespResponseError,))
+    redis_errors = sys.modules.get("redis.exceptions")
+    if redis_errors is not None:
+        families = tuple((*ours, getattr(redis_errors, name)) for ours, name in zip(
+            families, ("NoPermissionError", "AuthenticationError", "ConnectionError",
+                       "ResponseError")))
+    return families
+
+
 @contextmanager
 def translated(job: str | None) -> Iterator[None]:
-    """Turn redis-py errors into typed grid_tasks errors naming the job."""
-    label = job or "?"
+    """Turn Redis client errors (ours or redis-py's) into typed grid_tasks errors naming
+    the job; any other exception passes unchanged."""
     try:
         yield
-    except redis.exceptions.NoPermissionError as exc:
+    except Exception as exc:
+        typed = _translation(exc, job)
+        if typed is None:
+            raise
+        raise typed from None
+
+
+def _translation(exc: Exception, job: str | None) -> Exception | None:
+    """The typed error for a Redis client error ``exc``; None for any other exception."""
+    no_permission, authentication, connection, response = _client_errors()
+    if isinstance(exc, no_permission):
         # a job user met an empty script cache (Redis 7 names 'script|load', 6.2 'script')
         if "script|load" in str(exc) or "'script' command" in str(exc):
-            raise StoreUnavailableError(
+            return StoreUnavailableError(
                 "the coordination scripts are not loaded on the Redis server (restarted or "
-                "flushed): the control side reloads them (CoordinationStore.load_scripts)") \
-                from None
-        raise AccessDeniedError(f"access denied by the store: {exc}", job=job) from None
-    except redis.exceptions.AuthenticationError as exc:
-        raise StoreUnavailableError(f"coordination store refused the credentials: {exc}") \
-            from None
-    except redis.exceptions.ConnectionError as exc:
-        raise StoreUnavailableError(f"coordination store unreachable: {exc}") from None
-    except redis.exceptions.ResponseError as exc:
+                "flushed): the control side reloads them (CoordinationStore.load_scripts)")
+        return AccessDeniedError(f"access denied by the store: {exc}", job=job)
+    if isinstance(exc, authentication):
+        return StoreUnavailableError(f"coordination store refused the credentials: {exc}")
+    if isinstance(exc, connection):
+        return StoreUnavailableError(f"coordination store unreachable: {exc}")
+    if isinstance(exc, response):
         # Redis appends "script: <sha>, on @user_script:<line>." to script errors
         text = _SCRIPT_SUFFIX.sub("", str(exc))
         coded = _CODED.search(text)  # our scripts' errors: "... GTERR CODE detail"
         if coded:
-            raise _error_for(coded.group(1), (coded.group(2) or "").strip(), label) from None
-        raise CoordinationError(f"store error: {text}", job=job) from None
+            return _error_for(coded.group(1), (coded.group(2) or "").strip(), job or "?")
+        return CoordinationError(f"store error: {text}", job=job)
+    return None

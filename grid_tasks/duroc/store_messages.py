@@ -8,14 +8,17 @@ reorders a message with tag A: each tag has its own FIFO queue.
 from __future__ import annotations
 
 import time
-
-
-import redis
+from typing import TYPE_CHECKING
 
 from grid_tasks.duroc.store_errors import (
     BarrierAbortedError, JobNotFoundError, ReceiveTimeoutError, RuntimeMisuseError, translated,
 )
 from grid_tasks.duroc.store_models import Message
+
+if TYPE_CHECKING:  # the job side never imports redis-py (see grid_tasks.duroc.resp)
+    import redis
+
+    from grid_tasks.duroc.resp import RespClient
 
 
 def encode(sender: int, data: bytes) -> bytes:
@@ -33,7 +36,7 @@ def decode(tag: str, raw: bytes) -> Message:
 class MessagingMixin:
     """send/receive on message lists; needs ``client``, ``slice_s``, ``keys`` and ``_run``."""
 
-    client: redis.Redis
+    client: redis.Redis | RespClient
     slice_s: float
 
     def send(self, job: str, queue: str, sender: int, data: bytes) -> None:

@@ -5,6 +5,8 @@ talks to the coordination store with the job's own confined credentials.
 Unlike DUROC's library every call is safe from several threads at once: the
 store client takes one pooled connection per concurrent command, and the only
 shared state here (the joined group, the bootstrap round counter) is locked.
+The store client is :class:`~grid_tasks.duroc.resp.RespClient`, not redis-py,
+whose import alone would delay every process's arrival at the barrier.
 """
 
 from __future__ import annotations
@@ -14,8 +16,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from grid_tasks.duroc.resp import RespClient
 from grid_tasks.duroc.store import CoordinationStore
-from grid_tasks.duroc.store_errors import NotRankZeroError, RuntimeMisuseError
+from grid_tasks.duroc.store_errors import (
+    NotRankZeroError, RuntimeMisuseError, StoreUnavailableError,
+)
 from grid_tasks.duroc.store_keys import JobKeys, check_tag
 from grid_tasks.duroc.store_models import JobStructure, Message, SubjobInfo
 from grid_tasks.runtime.env import RuntimeEnv
@@ -58,6 +63,19 @@ class InterSubjobStructure:
                 "subjobs": [s.to_dict() for s in self.subjobs]}
 
 
+def job_store(url: str, environ: Mapping[str, str] | None = None) -> CoordinationStore:
+    """The store of a job's runtime URL, on a :class:`RespClient` (no redis-py import).
+
+    A ``rediss://`` URL takes the ``GRID_TASKS_REDIS_TLS_*`` variables of ``environ``
+    (default: this process's environment); nothing is contacted before the first call.
+    """
+    try:
+        client = RespClient.from_url(url, environ)
+    except ValueError as exc:
+        raise StoreUnavailableError(f"bad coordination store URL: {exc}") from None
+    return CoordinationStore(client)
+
+
 def _user_tag(tag: str) -> str:
     check_tag(tag)
     if tag.startswith(RESERVED_TAG_PREFIX):
@@ -71,7 +89,7 @@ class Runtime:
 
     def __init__(self, env: RuntimeEnv, store: CoordinationStore | None = None) -> None:
         self.env = env
-        self.store = store or CoordinationStore.from_url(env.url)
+        self.store = store or job_store(env.url)
         self.keys = JobKeys(env.job, self.store.prefix)
         self._lock = threading.Lock()
         self._group: InterSubjobStructure | None = None

@@ -146,6 +146,18 @@ class RedisTLS:
             kwargs["ssl_keyfile"] = str(self.key)
         return kwargs
 
+    def ssl_context(self) -> ssl.SSLContext:
+        """A client ``SSLContext`` with these options, built as redis-py builds its own
+        (system CAs plus ``ca``); for clients other than redis-py (the job runtime's)."""
+        context = ssl.create_default_context()
+        context.check_hostname = self.cert_reqs is CertReqs.REQUIRED  # before verify_mode
+        context.verify_mode = self.cert_reqs.ssl_constant
+        if self.cert is not None:
+            context.load_cert_chain(str(self.cert), str(self.key))
+        if self.ca is not None:
+            context.load_verify_locations(str(self.ca))
+        return context
+
 
 def is_tls_url(url: str) -> bool:
     """True for ``rediss://`` URLs (TLS to Redis)."""
