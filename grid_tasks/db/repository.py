@@ -151,10 +151,20 @@ def record_accounting(session: Session, job: Job, *,
     ).first()
     if existing is not None:
         return existing
+    record = AccountingRecord(**accounting_values(job))
+    session.add(record)
+    session.flush()
+    return record
+
+
+def accounting_values(job: Any) -> dict[str, Any]:
+    """The accounting record's attributes for finished ``job`` (a Job, or any object with
+    its attributes): wall time is end - start (0 if it never started), processor-seconds
+    wall time times the job's processors."""
     wall = 0.0
     if job.start_time is not None and job.end_time is not None:
         wall = max(0.0, (job.end_time - job.start_time).total_seconds())
-    record = AccountingRecord(
+    return dict(
         job_id=job.id, rm=job.rm, owner=job.owner, user=job.user, group=job.group,
         account=job.account, job_class=job.job_class, qos=job.qos,
         nodes=dict(job.nodes_allocated or {}), procs=job.procs,
@@ -162,9 +172,6 @@ def record_accounting(session: Session, job: Job, *,
         wall_seconds=wall, proc_seconds=wall * job.procs, exit_status=job.exit_code,
         final_state=job.state,
     )
-    session.add(record)
-    session.flush()
-    return record
 
 
 def accounting_records(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy.orm import Session
 from sqlalchemy.orm.exc import StaleDataError
@@ -32,6 +33,22 @@ def _load(session: Session, job: Job | int) -> Job:
     if found is None:
         raise NotFoundError(f"unknown job {job!r}")
     return found
+
+
+def apply_transition(row: Any, current: JobState, new: JobState, reason: str | None,
+                     at: datetime) -> None:
+    """Set ``row``'s state columns for the change ``current`` -> ``new`` (checked): Maui's
+    view, the start time (a (re)start), the end time, a failure's reason.  ``row`` is a
+    Job or any object with those attributes (the batched report writer's plain rows)."""
+    check_transition(current, new)
+    row.state = new
+    row.maui_state = new.maui
+    if new is JobState.ACTIVE and current in _NOT_STARTED:
+        row.start_time = at
+    if new.terminal:
+        row.end_time = at
+    if new is JobState.FAILED and reason and not row.failure_reason:
+        row.failure_reason = reason
 
 
 def check_transition(current: JobState, new: JobState) -> None:
@@ -65,15 +82,7 @@ def record_transition(
     current = JobState(row.state) if row.state is not None else JobState.UNSUBMITTED
     if new is current:
         return None
-    check_transition(current, new)
-    row.state = new
-    row.maui_state = new.maui
-    if new is JobState.ACTIVE and current in _NOT_STARTED:
-        row.start_time = at
-    if new.terminal:
-        row.end_time = at
-    if new is JobState.FAILED and reason and not row.failure_reason:
-        row.failure_reason = reason
+    apply_transition(row, current, new, reason, at)
     # Attaching through the many-to-one side queues the row without loading the
     # job's whole history collection.
     entry = JobStateHistory(job=row, from_state=current, to_state=new, reason=reason, at=at)

@@ -64,6 +64,21 @@ def transition(session: Session, job: JobRow, state: JobState, reason: str | Non
     return True
 
 
+def mark_end(job: Any, gram_error: str | None, exit_code: int | None,
+             exit_codes: dict[str, int] | None) -> None:
+    """Set an ending job's GRAM error (the first one stands) and exit codes (``job``: a
+    Job or any object with its attributes)."""
+    if gram_error is not None and job.gram_error is None:
+        from grid_tasks.rsl import GramError
+
+        job.gram_error = gram_error
+        job.gram_error_code = GramError(gram_error).number
+    if exit_code is not None:
+        job.exit_code = exit_code
+    if exit_codes:
+        job.request = {**(job.request or {}), "exit_codes": dict(exit_codes)}
+
+
 def finish(session: Session, job: JobRow, state: JobState, reason: str | None,
            at: datetime, outbox: Outbox, *, gram_error: str | None = None,
            exit_code: int | None = None, exit_codes: dict[str, int] | None = None,
@@ -75,15 +90,7 @@ def finish(session: Session, job: JobRow, state: JobState, reason: str | None,
     """
     if JobState(job.state).terminal:
         return False
-    if gram_error is not None and job.gram_error is None:
-        from grid_tasks.rsl import GramError
-
-        job.gram_error = gram_error
-        job.gram_error_code = GramError(gram_error).number
-    if exit_code is not None:
-        job.exit_code = exit_code
-    if exit_codes:
-        job.request = {**(job.request or {}), "exit_codes": dict(exit_codes)}
+    mark_end(job, gram_error, exit_code, exit_codes)
     transition(session, job, state, reason, at, outbox)
     if job.coallocation_id is not None:
         outbox.coallocations.add(job.coallocation_id)

@@ -14,18 +14,17 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
 from sqlalchemy import select
-from sqlalchemy.orm import defer
 
 from grid_tasks.db import AccountingRecord, session_scope
 from grid_tasks.db.models import Job as JobRow
-from grid_tasks.gram.records import Outbox, finish, transition
+from grid_tasks.events import JobEvent
+from grid_tasks.gram.records import Outbox, mark_end
+from grid_tasks.gram.report_rows import Changes, JobView, load
 from grid_tasks.states import JobState
 
 log = logging.getLogger(__name__)
@@ -130,59 +129,53 @@ class ReportWriter:
 def write_reports(sessions: Any, batch: list[Report]) -> Outbox:
     """Apply ``batch`` in one transaction; the outbox to flush after the commit.
 
-    Every change is queued in the session and emitted by ONE flush at the end, so
-    the database's writer lock is held for those statements and the commit only,
-    not while Python decides (on a loaded host that time had dominated the lock).
+    The jobs are read as plain rows (:mod:`grid_tasks.gram.report_rows`), changed by the
+    same state rules as ORM rows, and written back at the end, so the database's writer
+    lock is held for those statements and the commit only, not while Python decides
+    (on a loaded host that time had dominated the lock).
     """
-    outbox = Outbox()
+    outbox, changes = Outbox(), Changes()
     now = datetime.now(timezone.utc)
     with session_scope(sessions) as session:
         ids = sorted({r.req.job_id for r in batch})
-        # the RSL text is never needed here; which jobs have accounting, asked once
-        rows = {row.id: row for row in session.scalars(
-            select(JobRow).options(defer(JobRow.rsl)).where(JobRow.id.in_(ids)))}
+        rows = load(session, ids)
         accounted = set(session.scalars(select(AccountingRecord.job_id).where(
             AccountingRecord.job_id.in_(ids))))
-        with deferred_flush(session):
-            for report in batch:
-                row = rows.get(report.req.job_id)
-                if row is None:
-                    log.warning("report on unknown job %s ignored", report.req.job_id)
-                elif report.kind == STARTED:
-                    _started(session, row, report.req, _at(report.started, now), outbox)
-                else:
-                    _finished(session, row, report.req, report.results, now, outbox,
-                              row.id not in accounted)
-            for rm in sorted(outbox.rms):
-                if not _anyone_waiting(session, rm, rows) and not _ends_a_grid_hold(
-                        session, rm, rows):
-                    outbox.rms.discard(rm)  # nothing idle: the freed nodes change no decision
-        session.flush()  # StaleDataError here: session_scope raises ConcurrentUpdateError
+        for report in batch:
+            row = rows.get(report.req.job_id)
+            if row is None:
+                log.warning("report on unknown job %s ignored", report.req.job_id)
+            elif report.kind == STARTED:
+                _started(changes, row, report.req, _at(report.started, now), outbox)
+            elif _finished(changes, row, report.req, report.results, now, outbox) \
+                    and row.id not in accounted:
+                changes.account(row)
+        for rm in sorted(outbox.rms):
+            if not _anyone_waiting(session, rm, rows) and not _ends_a_grid_hold(
+                    session, rm, rows):
+                outbox.rms.discard(rm)  # nothing idle: the freed nodes change no decision
+        changes.write(session, rows)
     return outbox
 
 
-@contextmanager
-def deferred_flush(session: Any) -> Iterator[None]:
-    """Within the block, explicit and automatic flushes of ``session`` do nothing: the
-    changes wait for the caller's next real flush (or the commit)."""
-    session.flush = lambda objects=None: None  # shadows the method on this instance
-    try:
-        with session.no_autoflush:
-            yield
-    finally:
-        del session.flush
+def _transition(changes: Changes, row: JobView, state: JobState, reason: str,
+                at: datetime, outbox: Outbox) -> None:
+    if changes.transition(row, state, reason, at):
+        outbox.events.append(JobEvent(row.id, state.value, reason, at.timestamp()))
 
 
-def _started(session: Any, row: Any, req: Any, now: datetime, outbox: Outbox) -> None:
+def _started(changes: Changes, row: JobView, req: Any, now: datetime,
+             outbox: Outbox) -> None:
     if row.launch_token != req.token or row.state is not JobState.PENDING:
         return
-    transition(session, row, JobState.ACTIVE, f"started on {req.node}", now, outbox)
+    _transition(changes, row, JobState.ACTIVE, f"started on {req.node}", now, outbox)
 
 
-def _finished(session: Any, row: Any, req: Any, results: dict[str, Any], now: datetime,
-              outbox: Outbox, unaccounted: bool = False) -> None:
-    if row.launch_token != req.token:
-        return  # a superseded launch: the job was requeued meanwhile
+def _finished(changes: Changes, row: JobView, req: Any, results: dict[str, Any],
+              now: datetime, outbox: Outbox) -> bool:
+    """End the job as its parts tell (as ``records.finish``); True if this ended it."""
+    if row.launch_token != req.token or row.state.terminal:
+        return False  # a superseded launch (requeued meanwhile), or ended already
     codes: dict[str, int] = {}
     failure: tuple[str, str | None] | None = None
     for node in sorted(results):
@@ -192,17 +185,19 @@ def _finished(session: Any, row: Any, req: Any, results: dict[str, Any], now: da
             failure = (part["reason"], part.get("code"))
     exit_code = next((c for _, c in sorted(codes.items(), key=lambda kv: int(kv[0])) if c),
                      0 if codes else None)
-    if failure is not None:
-        finish(session, row, JobState.FAILED, failure[0], now, outbox,
-               gram_error=failure[1], exit_code=exit_code, exit_codes=codes,
-               unaccounted=unaccounted)
-        return
-    if row.state is JobState.PENDING:  # too quick to have been reported running
+    if failure is None and row.state is JobState.PENDING:  # too quick to be seen running
         starts = [p["started"] for p in results.values() if p.get("started") is not None]
-        transition(session, row, JobState.ACTIVE, f"started on {req.node}",
-                   _at(min(starts, default=None), now), outbox)
-    finish(session, row, JobState.DONE, f"exit code {exit_code}", now, outbox,
-           exit_code=exit_code, exit_codes=codes, unaccounted=unaccounted)
+        _transition(changes, row, JobState.ACTIVE, f"started on {req.node}",
+                    _at(min(starts, default=None), now), outbox)
+    state, reason = (JobState.FAILED, failure[0]) if failure else (
+        JobState.DONE, f"exit code {exit_code}")
+    mark_end(row, failure[1] if failure else None, exit_code, codes)
+    _transition(changes, row, state, reason, now, outbox)
+    if row.coallocation_id is not None:
+        outbox.coallocations.add(row.coallocation_id)
+    if row.rm:
+        outbox.rms.add(row.rm)
+    return True
 
 
 def _at(started: float | None, now: datetime) -> datetime:

@@ -199,3 +199,41 @@ def test_a_lost_race_is_retried_as_a_whole(db_grid, monkeypatch):
                                                                       _done())]))
     row, _ = _state(sessions, req.job_id)
     assert row.state is JobState.DONE and row.priority == 5 and outbox.events
+
+
+def test_a_failed_part_ends_the_job_as_finish_would_record_it(db_grid):
+    """The batched rows get what ``records.finish`` gives an ORM row: FAILED with the
+    part's reason and GRAM error, exit codes kept, accounting, one version step."""
+    from grid_tasks import db
+    from grid_tasks.gram.report_writer import FINISHED, STARTED, Report, write_reports
+    from grid_tasks.rsl import GramError
+
+    sessions, job = db_grid
+    req = job(nodes={"node1": 1, "node2": 1})
+    with db.session_scope(sessions) as session:
+        version = db.repository.get_job(session, req.job_id).version
+    t0 = datetime.now(timezone.utc).timestamp()
+    write_reports(sessions, [Report(STARTED, req, started=t0)])
+    parts = {"node1": {"exit_codes": {"0": 0}, "reason": None, "code": None},
+             "node2": {"exit_codes": {"1": 137}, "reason": "exceeded max_wall_time of 1 s",
+                       "code": "JOB_EXECUTION_FAILED"}}
+    outbox = write_reports(sessions, [Report(FINISHED, req, parts)])
+    row, history = _state(sessions, req.job_id)
+    assert row.state is JobState.FAILED and row.maui_state.value == "Removed"
+    assert row.failure_reason == "exceeded max_wall_time of 1 s"
+    assert (row.gram_error, row.gram_error_code) == (
+        "JOB_EXECUTION_FAILED", GramError("JOB_EXECUTION_FAILED").number)
+    assert row.exit_code == 137 and row.request["exit_codes"] == {"0": 0, "1": 137}
+    assert row.request["executable"] == "/bin/true"  # the rest of the request kept
+    assert abs(row.start_time.timestamp() - t0) < 1e-3 and row.end_time >= row.start_time
+    assert row.version == version + 2  # one step per committed batch, as a flush takes
+    assert history == [JobState.PENDING, JobState.ACTIVE, JobState.FAILED]
+    assert [(e.state, e.reason) for e in outbox.events] == [
+        ("FAILED", "exceeded max_wall_time of 1 s")]
+    with sessions() as session:
+        (acct,) = session.query(db.AccountingRecord).filter_by(job_id=req.job_id).all()
+        assert acct.final_state is JobState.FAILED and acct.exit_status == 137
+        assert acct.nodes == {"node1": 1, "node2": 1} and acct.user == "u"
+        assert acct.wall_seconds == pytest.approx(
+            (row.end_time - row.start_time).total_seconds())
+        assert acct.proc_seconds == pytest.approx(acct.wall_seconds * row.procs)
