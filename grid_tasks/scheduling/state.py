@@ -337,8 +337,10 @@ def load_scheduler(session: Session, rm: str, *, now: float, registry: Any = Non
             sched.update_node(name, now, state=state)
     if lazy:
         if not sched.nothing_free(now):
-            for row in idle_jobs(session, rm):
-                sched.submit(core_job(row), now)
+            from grid_tasks.scheduling.idle_queue import idle_core_jobs
+
+            for job in idle_core_jobs(session, rm):
+                sched.submit(job, now)
         return sched
     for row in rows:
         if row.state is JobState.PENDING and row.maui_state in IDLE_MAUI_STATES:

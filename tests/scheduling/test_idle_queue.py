@@ -1,0 +1,78 @@
+"""The idle queue kept between live iterations: changed rows are read again, nothing stale."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+from sqlalchemy.engine import make_url
+
+from grid_tasks import db
+from grid_tasks.embedded.stack import prepare_database
+from grid_tasks.gram.records import Outbox
+from grid_tasks.gram.submission import insert_job
+from grid_tasks.rsl import lower
+from grid_tasks.scheduling import idle_queue
+from grid_tasks.scheduling.state import core_job, idle_jobs
+from grid_tasks.states import JobState
+from grid_tasks.topology import load_topology
+
+
+@pytest.fixture
+def sessions(settings):
+    prepare_database(settings, load_topology(settings.topology_file))
+    yield db.session_factory(db.get_engine(settings.database_url))
+    db.dispose_engines(settings.database_url)
+
+
+def _submit(sessions, count: int = 1, user: str = "u") -> int:
+    rsl = f"&(executable=/bin/true)(count={count})"
+    with db.session_scope(sessions) as s:
+        return insert_job(s, "rmA", rsl, lower(rsl)[0], {"user": user},
+                          datetime.now(timezone.utc), Outbox())[0]
+
+
+def _queues(sessions):
+    """(kept, read afresh) idle queues as comparable tuples."""
+    with db.session_scope(sessions) as s:
+        kept = idle_queue.idle_core_jobs(s, "rmA")
+        fresh = [core_job(row) for row in idle_jobs(s, "rmA")]
+    return kept, fresh
+
+
+def test_kept_queue_follows_every_change_of_the_rows(sessions, monkeypatch):
+    ids = [_submit(sessions, count=1 + i % 3, user=f"u{i}") for i in range(6)]
+    kept, fresh = _queues(sessions)
+    assert kept == fresh and [j.id for j in kept] == [str(i) for i in ids]
+    built = []
+    monkeypatch.setattr(idle_queue, "core_job", lambda row: built.append(row.id)
+                        or core_job(row))
+    assert _queues(sessions)[0] == fresh and built == []  # nothing changed: nothing read
+    with db.session_scope(sessions) as s:
+        first = db.repository.get_job(s, ids[0])
+        first.holds = ["user"]  # an ORM change bumps the version
+        db.repository.get_job(s, ids[1]).priority = 9  # reorders the queue
+        db.record_transition(s, ids[2], JobState.FAILED, "cancelled by user",
+                             datetime.now(timezone.utc))
+    new = _submit(sessions, user="late")
+    kept, fresh = _queues(sessions)
+    assert kept == fresh
+    assert [j.id for j in kept][:1] == [str(ids[1])] and str(ids[2]) not in {j.id for j in kept}
+    assert next(j for j in kept if j.id == str(ids[0])).holds == frozenset({"user"})
+    assert sorted(built) == sorted([ids[0], ids[1], new])  # only the changed and the new
+
+
+def test_a_database_made_anew_under_the_same_url_is_not_mistaken(settings, sessions):
+    first = _submit(sessions, count=2, user="old")
+    kept, _ = _queues(sessions)
+    assert [(j.id, j.user) for j in kept] == [(str(first), "old")]
+    db.dispose_engines(settings.database_url)
+    path = Path(make_url(settings.database_url).database)
+    for leftover in (path, Path(f"{path}-wal"), Path(f"{path}-shm")):
+        leftover.unlink(missing_ok=True)  # the same URL, and ids start again
+    prepare_database(settings, load_topology(settings.topology_file))
+    again = db.session_factory(db.get_engine(settings.database_url))
+    assert _submit(again, count=1, user="new") == first  # the same id and version
+    kept, fresh = _queues(again)
+    assert kept == fresh and [(j.id, j.user, j.tasks) for j in kept] == [(str(first), "new", 1)]
