@@ -42,6 +42,8 @@ _SELECT = select(*(getattr(JobRow, key) for key in READ)).where(
 _UPDATE = update(_TABLE).where(
     _TABLE.c.id == bindparam("b_id"), _TABLE.c.version == bindparam("b_version")).values(
     {_COLUMN[key]: bindparam(key) for key in WRITTEN} | {"version": bindparam("b_next")})
+_INSERT_HISTORY = insert(JobStateHistory.__table__)
+_INSERT_ACCOUNTING = insert(AccountingRecord.__table__)
 
 
 class JobView:
@@ -59,11 +61,12 @@ class JobView:
         return tuple(getattr(self, key) for key in WRITTEN) != self._before
 
 
-def load(session: Any, ids: list[int]) -> dict[int, JobView]:
-    """The jobs ``ids`` as :class:`JobView` by id (unknown ids are left out)."""
+def load(conn: Any, ids: list[int]) -> dict[int, JobView]:
+    """The jobs ``ids`` as :class:`JobView` by id (unknown ids are left out); ``conn`` is
+    the session's connection (Core statements skip the ORM's execution layer)."""
     if not ids:
         return {}
-    return {view.id: view for view in map(JobView, session.execute(_SELECT, {"ids": ids}))}
+    return {view.id: view for view in map(JobView, conn.execute(_SELECT, {"ids": ids}))}
 
 
 class Changes:
@@ -96,8 +99,8 @@ class Changes:
         self.accounting.append({mapper.get_property(key).columns[0].name: value
                                 for key, value in values.items()})
 
-    def write(self, session: Any, views: dict[int, JobView]) -> None:
-        """Emit the changes: :class:`ConcurrentUpdateError` if another session changed
+    def write(self, conn: Any, views: dict[int, JobView]) -> None:
+        """Emit the changes on ``conn`` (the session's connection): :class:`ConcurrentUpdateError` if another session changed
         one of the jobs since :func:`load` (the whole batch then rolls back)."""
         for view in views.values():
             if not view.changed:
@@ -105,10 +108,10 @@ class Changes:
             check_lengths(JobRow.__mapper__, lambda key: getattr(view, key, None))
             params = {key: getattr(view, key) for key in WRITTEN}
             params.update(b_id=view.id, b_version=view.version, b_next=view.version + 1)
-            if session.execute(_UPDATE, params).rowcount != 1:
+            if conn.execute(_UPDATE, params).rowcount != 1:
                 raise ConcurrentUpdateError(
                     f"job {view.id} was changed by another session; report not applied")
         if self.history:
-            session.execute(insert(JobStateHistory.__table__), self.history)
+            conn.execute(_INSERT_HISTORY, self.history)
         if self.accounting:
-            session.execute(insert(AccountingRecord.__table__), self.accounting)
+            conn.execute(_INSERT_ACCOUNTING, self.accounting)

@@ -18,9 +18,9 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import bindparam, select
 
-from grid_tasks.db import AccountingRecord, session_scope
+from grid_tasks.db import AccountingRecord, Reservation, ReservationKind, session_scope
 from grid_tasks.db.models import Job as JobRow
 from grid_tasks.events import JobEvent
 from grid_tasks.gram.records import Outbox, mark_end
@@ -137,10 +137,10 @@ def write_reports(sessions: Any, batch: list[Report]) -> Outbox:
     outbox, changes = Outbox(), Changes()
     now = datetime.now(timezone.utc)
     with session_scope(sessions) as session:
+        conn = session.connection()  # Core statements only: no ORM execution layer
         ids = sorted({r.req.job_id for r in batch})
-        rows = load(session, ids)
-        accounted = set(session.scalars(select(AccountingRecord.job_id).where(
-            AccountingRecord.job_id.in_(ids))))
+        rows = load(conn, ids)
+        accounted = set(conn.execute(_ACCOUNTED, {"ids": ids}).scalars())
         for report in batch:
             row = rows.get(report.req.job_id)
             if row is None:
@@ -151,10 +151,9 @@ def write_reports(sessions: Any, batch: list[Report]) -> Outbox:
                     and row.id not in accounted:
                 changes.account(row)
         for rm in sorted(outbox.rms):
-            if not _anyone_waiting(session, rm, rows) and not _ends_a_grid_hold(
-                    session, rm, rows):
+            if not _anyone_waiting(conn, rm, rows) and not _ends_a_grid_hold(conn, rm, rows):
                 outbox.rms.discard(rm)  # nothing idle: the freed nodes change no decision
-        changes.write(session, rows)
+        changes.write(conn, rows)
     return outbox
 
 
@@ -208,26 +207,30 @@ def _at(started: float | None, now: datetime) -> datetime:
     return min(now, datetime.fromtimestamp(started, tz=timezone.utc))
 
 
-def _ends_a_grid_hold(session: Any, rm: str, rows: dict[int, Any]) -> bool:
+def _ends_a_grid_hold(conn: Any, rm: str, rows: dict[int, Any]) -> bool:
     """Whether a job of ``rm`` that ended in this batch holds a grid reservation: the
     iteration drops it and frees its broker tokens at once, rather than when the
     reservation would have ended (brokers plan around those processors until then)."""
-    from grid_tasks.db import Reservation, ReservationKind
-
     ended = [i for i, row in rows.items() if row.rm == rm and row.state.terminal]
     if not ended:
         return False
-    stmt = select(Reservation.id).where(Reservation.rm == rm,
-                                        Reservation.kind == ReservationKind.GRID,
-                                        Reservation.owner_job_id.in_(ended)).limit(1)
-    return session.execute(stmt).first() is not None
+    return conn.execute(_GRID_HOLD, {"rm": rm, "ids": ended}).first() is not None
 
 
-def _anyone_waiting(session: Any, rm: str, rows: dict[int, Any]) -> bool:
+def _anyone_waiting(conn: Any, rm: str, rows: dict[int, Any]) -> bool:
     """Whether a job of ``rm`` waits to start: the batch's own rows as changed in memory
-    (not flushed yet), the others as stored."""
+    (not written yet), the others as stored."""
     if any(row.rm == rm and row.state is JobState.PENDING for row in rows.values()):
         return True
-    stmt = select(JobRow.id).where(JobRow.rm == rm, JobRow.state == JobState.PENDING,
-                                   JobRow.id.notin_(list(rows))).limit(1)
-    return session.execute(stmt).first() is not None
+    return conn.execute(_WAITING, {"rm": rm, "ids": list(rows)}).first() is not None
+
+
+# Built once (their cache keys memoized): every batch of reports asks them.
+_ACCOUNTED = select(AccountingRecord.job_id).where(
+    AccountingRecord.job_id.in_(bindparam("ids", expanding=True)))
+_GRID_HOLD = select(Reservation.id).where(
+    Reservation.rm == bindparam("rm"), Reservation.kind == ReservationKind.GRID,
+    Reservation.owner_job_id.in_(bindparam("ids", expanding=True))).limit(1)
+_WAITING = select(JobRow.id).where(
+    JobRow.rm == bindparam("rm"), JobRow.state == JobState.PENDING,
+    JobRow.id.notin_(bindparam("ids", expanding=True))).limit(1)
