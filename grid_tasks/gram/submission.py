@@ -6,11 +6,13 @@ import getpass
 from datetime import datetime, timezone
 from typing import Any
 
+from sqlalchemy import bindparam, insert, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from grid_tasks.db import repository
 from grid_tasks.db.models import Job as JobRow
+from grid_tasks.db.models import JobStateHistory, Node
 from grid_tasks.errors import NotFoundError
 from grid_tasks.events import JobEvent
 from grid_tasks.gram.binding import bind as bind_reservation
@@ -21,6 +23,12 @@ from grid_tasks.states import JobState, MauiJobState
 
 #: Walltime of a job whose RSL gives neither maxWallTime nor maxTime (seconds).
 DEFAULT_WALLTIME_S = 3600
+
+# Every submission runs these: built once, so their cache keys are memoized.
+_NODE_SIZES = select(Node.procs, Node.memory_mb).where(Node.rm == bindparam("rm"))
+_INSERT_JOB = insert(JobRow.__table__)
+_SET_CONTACT = update(JobRow.__table__).where(JobRow.__table__.c.id == bindparam("b_id"))
+_INSERT_HISTORY = insert(JobStateHistory.__table__)
 
 
 def choose_rm(session: Session, wanted: str | None) -> str:
@@ -37,12 +45,8 @@ def choose_rm(session: Session, wanted: str | None) -> str:
 
 def check_fits(session: Session, rm: str, sub: Any) -> None:
     """Refuse a request larger than the RM can EVER hold, saying which limit it breaks."""
-    from sqlalchemy import select
-
-    from grid_tasks.db.models import Node
-
     # plain columns of one query: choose_rm has checked the RM (hot path of every submit)
-    nodes = session.execute(select(Node.procs, Node.memory_mb).where(Node.rm == rm)).all()
+    nodes = session.connection().execute(_NODE_SIZES, {"rm": rm}).all()
     if not nodes:
         repository.get_rm(session, rm)  # an unknown RM: NotFoundError naming the known ones
     total = sum(n.procs for n in nodes)
@@ -82,9 +86,6 @@ def insert_job(session: Session, rm: str, rsl: str, sub: Any, creds: dict[str, A
     ``run_as`` is the local account the grid map chose (the job's processes run as
     it); ``owner`` the submitting identity (default: the user).  Plain INSERTs and one
     UPDATE rather than an ORM flush: every submission pays for this."""
-    from sqlalchemy import insert, update
-
-    from grid_tasks.db.models import JobStateHistory
     from grid_tasks.db.models.base import check_lengths
 
     request = sub.to_dict()
@@ -102,16 +103,15 @@ def insert_job(session: Session, rm: str, rsl: str, sub: Any, creds: dict[str, A
               "state": state, "maui_state": state.maui, "version": 1}
     if coallocation is not None:
         values["coallocation_id"], values["coallocation_label"] = coallocation
-    # Statements on the tables, not the mapped classes: those are not cached compiled.
-    table, mapper = JobRow.__table__, JobRow.__mapper__
+    mapper = JobRow.__mapper__
     check_lengths(mapper, values.get)
     row = {mapper.get_property(key).columns[0].name: value for key, value in values.items()}
-    job_id = session.execute(insert(table).values(row)).inserted_primary_key[0]
+    conn = session.connection()  # Core statements built once: no ORM execution layer
+    job_id = conn.execute(_INSERT_JOB, row).inserted_primary_key[0]
     contact = f"gram://{rm}/jobs/{job_id}"
-    session.execute(update(table).where(table.c.id == job_id).values(contact=contact))
-    session.execute(insert(JobStateHistory.__table__).values(
-        job_id=job_id, from_state=JobState.UNSUBMITTED, to_state=state, reason="submitted",
-        at=now))
+    conn.execute(_SET_CONTACT, {"b_id": job_id, "contact": contact})
+    conn.execute(_INSERT_HISTORY, {"job_id": job_id, "from_state": JobState.UNSUBMITTED,
+                                   "to_state": state, "reason": "submitted", "at": now})
     if requested_reservation(sub) is not None:  # RSL (reservation=NAME): refused if unusable
         bind_reservation(session, session.get(JobRow, job_id), sub, now)
     outbox.events.append(JobEvent(job_id, state.value, "submitted", now.timestamp()))

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import select
+from sqlalchemy import bindparam, select
 
 from grid_tasks.db import repository, session_scope
 from grid_tasks.db.models import AccountingRecord, Job
@@ -148,12 +148,20 @@ def purge_old(session: "Session", purge_after: float, now: float, rm: str | None
     report.purged = len(ids)
 
 
+_DEFERRED = select(Job).where(Job.state == JobState.PENDING,
+                              Job.maui_state == MauiJobState.DEFERRED)
+# Built once: every live iteration without the jobchecker module runs it.
+_DEFERRED_IN_RM = _DEFERRED.where(Job.rm == bindparam("rm")).order_by(Job.id)
+
+
 def release_deferred(session: "Session", policy: DeferPolicy, now: float, rm: str | None,
                      report: CheckReport) -> None:
     """Send deferred jobs whose DEFERTIME is over back to Idle."""
-    stmt = _in_rm(select(Job).where(Job.state == JobState.PENDING,
-                                    Job.maui_state == MauiJobState.DEFERRED).order_by(Job.id), rm)
-    for job in session.scalars(stmt):
+    if rm is None:
+        deferred = session.scalars(_DEFERRED.order_by(Job.id))
+    else:
+        deferred = session.scalars(_DEFERRED_IN_RM, {"rm": rm})
+    for job in deferred:
         info = _defer_info(job)
         if info is None or not isinstance(info.get("since"), (int, float)):
             _set_defer_info(job, {"count": 1, "since": now, "reason": "adopted"})

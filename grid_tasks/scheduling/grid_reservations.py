@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, Iterable
 
-from sqlalchemy import func, inspect, select
+from sqlalchemy import bindparam, func, inspect, select
 from sqlalchemy.orm import Session
 
 from grid_tasks.broker.rm_service import lock_rm
@@ -208,8 +208,7 @@ class GridGuard:
         if not started:
             return set()
         lock_rm(session, self.rm)
-        newest = session.scalar(select(func.max(Reservation.id)).where(
-            Reservation.rm == self.rm, Reservation.kind == ReservationKind.GRID)) or 0
+        newest = session.scalar(_NEWEST, {"rm": self.rm}) or 0
         if newest > self.last_id:
             from grid_tasks.db.errors import ConcurrentUpdateError
 
@@ -237,6 +236,14 @@ class GridGuard:
         return vetoed
 
 
+# Built once (every iteration asks): the cache key of a statement object is memoized.
+_GRID_ROWS = select(Reservation).where(
+    Reservation.rm == bindparam("rm"), Reservation.kind == ReservationKind.GRID) \
+    .order_by(Reservation.id)
+_NEWEST = select(func.max(Reservation.id)).where(
+    Reservation.rm == bindparam("rm"), Reservation.kind == ReservationKind.GRID)
+
+
 def prepare(session: Session, rm: str, now: float, client: Any) -> GridGuard:
     """Restore the token store if it was lost, prune ``rm``'s stale grid reservations,
     and return the guard whose :meth:`GridGuard.veto` checks starts."""
@@ -248,9 +255,7 @@ def prepare(session: Session, rm: str, now: float, client: Any) -> GridGuard:
         log.warning("rm %s: token store unusable, grid reservations kept as they are: %s",
                     rm, exc)
         guard.blind = True
-    rows = guard.rows = list(session.scalars(select(Reservation).where(
-        Reservation.rm == rm, Reservation.kind == ReservationKind.GRID)
-        .order_by(Reservation.id)))
+    rows = guard.rows = list(session.scalars(_GRID_ROWS, {"rm": rm}))
     guard.last_id = max((r.id for r in rows), default=0)
     if rows:
         _prune(session, guard)

@@ -22,6 +22,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
+from sqlalchemy import bindparam, or_, select
 from sqlalchemy.orm import Session
 
 from grid_tasks.db.models import Job as JobRow
@@ -103,20 +104,22 @@ def defer(session: Session, row: JobRow, now: datetime, policy: Any, reason: str
         defer_job(session, row, now.timestamp(), policy, reason)
 
 
+# Built once (every iteration runs it): the cache key of a statement object is memoized.
+_DUE = select(JobRow).where(
+    JobRow.rm == bindparam("rm"), JobRow.start_time <= bindparam("cutoff"),
+    or_(JobRow.state == JobState.ACTIVE,
+        (JobRow.state == JobState.PENDING) & (JobRow.maui_state == MauiJobState.STARTING)))
+
+
 def recover(session: Session, rm: str, now: datetime, redis: Any, outbox: Outbox,
             policy: NodeFailurePolicy, timeout: float, defer_policy: Any = None) -> list[int]:
     """Roll back unconfirmed launches and handle lost job managers; returns the job ids.
 
     ``defer_policy`` (a :class:`~grid_tasks.schedmods.DeferPolicy`) defers a job whose
     launch never confirmed; None sends it straight back to Idle."""
-    from sqlalchemy import or_, select
-
     # only jobs started at least ``timeout`` ago can be due (every iteration asks)
-    stmt = select(JobRow).where(JobRow.rm == rm, JobRow.start_time <= now - timedelta(
-        seconds=timeout), or_(
-        JobRow.state == JobState.ACTIVE,
-        (JobRow.state == JobState.PENDING) & (JobRow.maui_state == MauiJobState.STARTING)))
-    rows = list(session.scalars(stmt))
+    rows = list(session.scalars(_DUE, {"rm": rm,
+                                       "cutoff": now - timedelta(seconds=timeout)}))
     if not rows:
         return []
     probe = _node_probe(redis, rows)

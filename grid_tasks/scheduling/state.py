@@ -24,11 +24,13 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
-from sqlalchemy import select
+from sqlalchemy import bindparam, func, select
 from sqlalchemy.orm import Session
 
+from grid_tasks.db import AccountingRecord as Acct
 from grid_tasks.db import ReservationKind, repository
 from grid_tasks.db.models import Job as JobRow
+from grid_tasks.db.models import Node as NodeRow
 from grid_tasks.db.models import Reservation as ReservationRow
 from grid_tasks.errors import GridTasksError
 from grid_tasks.maui import ACL, Job, Node, Reservation, Scheduler, SchedulerConfig
@@ -122,7 +124,7 @@ def _rm_nodes(session: Session, rm: str, topology: Any) -> tuple[list[Node], str
         return nodes, (str(spec.policy_file) if spec.policy_file else None)
     row = repository.get_rm(session, rm)
     nodes = [Node(n.name, n.procs, n.memory_mb or 0, n.disk_mb or 0, n.swap_mb or 0,
-                  frozenset(n.features or ())) for n in repository.list_nodes(session, rm)]
+                  frozenset(n.features or ())) for n in session.scalars(_NODES, {"rm": rm})]
     return nodes, row.policy_file
 
 
@@ -150,11 +152,8 @@ def core_reservation(row: ReservationRow) -> Reservation:
 
 
 def _admin_reservations(session: Session, rm: str, now: float) -> list[ReservationRow]:
-    stmt = (select(ReservationRow)
-            .where(ReservationRow.rm == rm, ReservationRow.end_time > from_epoch(now))
-            .order_by(ReservationRow.start_time, ReservationRow.id))
     rows = []
-    for row in session.scalars(stmt):
+    for row in session.scalars(_RESERVATIONS, {"rm": rm, "after": from_epoch(now)}):
         if row.kind is ReservationKind.ADMIN or (row.kind is ReservationKind.GRID
                                                  and row.confirmed):
             rows.append(row)
@@ -190,16 +189,23 @@ _IDLE_COLUMNS = (JobRow.id, JobRow.tasks, JobRow.walltime, JobRow.submit_time, J
 _ORDER = (JobRow.priority.desc(), JobRow.submit_time, JobRow.id)
 
 
+# Built once (every iteration runs them): a statement object's cache key is memoized.
+_LIVE = select(*_COLUMNS).where(JobRow.rm == bindparam("rm"),
+                                JobRow.state.in_([JobState.PENDING, JobState.ACTIVE]))
+_HOLDING = _LIVE.where((JobRow.state == JobState.ACTIVE)
+                       | (JobRow.maui_state == MauiJobState.STARTING)).order_by(*_ORDER)
+_LIVE = _LIVE.order_by(*_ORDER)
+_NODES = select(NodeRow).where(NodeRow.rm == bindparam("rm")).order_by(NodeRow.name)
+_RESERVATIONS = select(ReservationRow).where(
+    ReservationRow.rm == bindparam("rm"), ReservationRow.end_time > bindparam("after")) \
+    .order_by(ReservationRow.start_time, ReservationRow.id)
+
+
 def live_jobs(session: Session, rm: str, *, idle: bool = True) -> list[Any]:
     """PENDING and ACTIVE jobs of ``rm`` (rows with the job's attribute names) in one
     query: priority, then submission order.  ``idle=False``: only those holding nodes
     (running, or starting)."""
-    stmt = select(*_COLUMNS).where(JobRow.rm == rm,
-                                   JobRow.state.in_([JobState.PENDING, JobState.ACTIVE]))
-    if not idle:
-        stmt = stmt.where((JobRow.state == JobState.ACTIVE)
-                          | (JobRow.maui_state == MauiJobState.STARTING))
-    return list(session.execute(stmt.order_by(*_ORDER)))
+    return list(session.execute(_LIVE if idle else _HOLDING, {"rm": rm}))
 
 
 def idle_jobs(session: Session, rm: str) -> list[Any]:
@@ -249,13 +255,8 @@ def _charge_fairshare(sched: Scheduler, session: Session, rm: str, now: float) -
     cfg = sched.config
     if not sched.fairshare.enabled:
         return
-    from sqlalchemy import func
-
-    from grid_tasks.db import AccountingRecord as Acct
-
     since = now - cfg.fs_interval * cfg.fs_depth
-    in_window = (Acct.rm == rm) & (Acct.end_time >= from_epoch(since)) \
-        & Acct.start_time.isnot(None)
+    window = {"rm": rm, "since": from_epoch(since)}
     key = (str(session.get_bind().url), rm, id(cfg))
     with _usage_lock:
         entry = _usage.get(key)
@@ -266,15 +267,23 @@ def _charge_fairshare(sched: Scheduler, session: Session, rm: str, now: float) -
         # instead of reading every id; a different count means some vanished (or one
         # appeared below the newest charged), and the usage is charged anew.
         entry.charged = {i: end for i, end in entry.charged.items() if end >= since}
-        known = session.scalar(select(func.count(Acct.id)).where(in_window,
-                                                                  Acct.id <= entry.seen))
+        known = session.scalar(_CHARGED, {**window, "seen": entry.seen})
         if known != len(entry.charged):
             entry.fairshare, entry.charged, entry.seen = _fresh_fairshare(sched), {}, 0
-        while _charge_rows(entry, session, in_window & (Acct.id > entry.seen)) == _CHUNK:
+        while _charge_rows(entry, session, window) == _CHUNK:
             pass
         sched.fairshare.usage = copy.deepcopy(entry.fairshare.usage)
         sched.fairshare.totals = copy.deepcopy(entry.fairshare.totals)
         sched.fairshare._cache.clear()  # noqa: SLF001 - percent cache of the replaced usage
+
+
+_IN_WINDOW = (Acct.rm == bindparam("rm")) & (Acct.end_time >= bindparam("since")) \
+    & Acct.start_time.isnot(None)
+_CHARGED = select(func.count(Acct.id)).where(_IN_WINDOW, Acct.id <= bindparam("seen"))
+# Plain column tuples, not ORM objects.
+_UNCHARGED = select(Acct.id, Acct.job_id, Acct.procs, Acct.user, Acct.group, Acct.account,
+                    Acct.job_class, Acct.qos, Acct.start_time, Acct.end_time).where(
+    _IN_WINDOW, Acct.id > bindparam("seen")).order_by(Acct.id).limit(_CHUNK)
 
 
 def _fresh_fairshare(sched: Scheduler) -> Fairshare:
@@ -283,17 +292,12 @@ def _fresh_fairshare(sched: Scheduler) -> Fairshare:
     return fs
 
 
-def _charge_rows(entry: _Usage, session: Session, where: Any) -> int:
-    """Charge up to _CHUNK records matching ``where``, oldest id first; how many."""
-    from grid_tasks.db import AccountingRecord as Acct
-
-    # Plain column tuples, not ORM objects.
-    stmt = select(Acct.id, Acct.job_id, Acct.procs, Acct.user, Acct.group, Acct.account,
-                  Acct.job_class, Acct.qos, Acct.start_time, Acct.end_time).where(
-        where).order_by(Acct.id).limit(_CHUNK)
+def _charge_rows(entry: _Usage, session: Session, window: dict[str, Any]) -> int:
+    """Charge up to _CHUNK records of ``window`` newer than the newest charged, oldest
+    id first; how many."""
     fs, count = entry.fairshare, 0
     for rec_id, job_id, procs, user, group, account, job_class, qos, started, ended in \
-            session.execute(stmt):
+            session.execute(_UNCHARGED, {**window, "seen": entry.seen}):
         count += 1
         start, end = epoch(started), epoch(ended)
         entry.charged[rec_id], entry.seen = end or 0.0, max(entry.seen, rec_id)
