@@ -35,7 +35,7 @@ from grid_tasks.runtime.client import job_store
 from grid_tasks.security.config import CertReqs, RedisTLS
 from grid_tasks.settings import Settings
 from tests.duroc.tls_proxy import TLSProxy
-from tests.security.redis_helpers import AclRedis, TLSFiles, tls_supported
+from tests.security.redis_helpers import AclRedis, TLSFiles, tls_only_redis
 
 
 @pytest.fixture
@@ -291,14 +291,8 @@ def test_importing_the_runtime_loads_no_redis_py_nor_asyncio(store: Coordination
 @pytest.fixture(scope="module")
 def tls_redis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AclRedis]:
     """A TLS-only redis-server (as in tests/security/test_store_tls.py)."""
-    root = tmp_path_factory.mktemp("resp-tls")
-    if not tls_supported(root / "probe"):
-        pytest.skip("this redis-server has no TLS support")
-    server = AclRedis(root / "server", TLSFiles.make(root / "certs")).start()
-    try:
+    with tls_only_redis(tmp_path_factory.mktemp("resp-tls")) as server:
         yield server
-    finally:
-        server.stop()
 
 
 def test_runtime_over_tls(tls_redis: AclRedis, monkeypatch: pytest.MonkeyPatch) -> None:

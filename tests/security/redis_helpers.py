@@ -7,6 +7,8 @@ import os
 import signal
 import subprocess
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -126,3 +128,18 @@ def tls_supported(directory: Path) -> bool:
         return False
     server.stop()
     return True
+
+
+@contextmanager
+def tls_only_redis(root: Path) -> Iterator[AclRedis]:
+    """A TLS-only redis-server with the ACL user under ``root``, stopped at the end; the
+    test is skipped where this redis-server has no TLS support."""
+    import pytest
+
+    if not tls_supported(root / "probe"):
+        pytest.skip("this redis-server has no TLS support")
+    server = AclRedis(root / "server", TLSFiles.make(root / "certs")).start()
+    try:
+        yield server
+    finally:
+        server.stop()

@@ -21,20 +21,14 @@ from grid_tasks.errors import ConfigError, ConnectivityError
 from grid_tasks.node.registry import NodeRegistry, connect_redis
 from grid_tasks.security.config import RedisTLS
 from grid_tasks.states import NodeState
-from tests.security.redis_helpers import USER, AclRedis, TLSFiles, tls_supported
+from tests.security.redis_helpers import USER, AclRedis, tls_only_redis
 
 
 @pytest.fixture(scope="module")
 def tls_redis(tmp_path_factory) -> Iterator[AclRedis]:
     """One TLS-only redis-server (ACL user, self-signed certificate) for this module."""
-    root = tmp_path_factory.mktemp("store-tls")
-    if not tls_supported(root / "probe"):
-        pytest.skip("this redis-server has no TLS support")
-    server = AclRedis(root / "server", TLSFiles.make(root / "certs")).start()
-    try:
+    with tls_only_redis(tmp_path_factory.mktemp("store-tls")) as server:
         yield server
-    finally:
-        server.stop()
 
 
 def _tls_env(server: AclRedis) -> dict[str, str]:
