@@ -9,7 +9,7 @@ from grid_tasks.celery_app import check_connectivity
 from grid_tasks.errors import ConnectivityError
 from grid_tasks.security.config import CertReqs, RedisTLS
 from grid_tasks.security.connections import check_redis, redis_client
-from tests.security.redis_helpers import PASSWORD, USER, AclRedis, TLSFiles, tls_supported
+from tests.security.redis_helpers import PASSWORD, USER, AclRedis, TLSFiles, tls_only_redis, tls_supported
 
 
 @pytest.fixture
@@ -85,11 +85,8 @@ def tls_redis(tmp_path, tls_ok) -> Iterator[AclRedis]:
     """A TLS-only redis-server with the ACL user (stopped after the workers using it)."""
     if not tls_ok:
         pytest.skip("this redis-server has no TLS support (config mapping tested elsewhere)")
-    server = AclRedis(tmp_path / "tls", TLSFiles.make(tmp_path / "certs")).start()
-    try:
+    with tls_only_redis(tmp_path) as server:
         yield server
-    finally:
-        server.stop()
 
 
 def test_tls_with_acl_user_for_broker_backend_and_store(
