@@ -120,10 +120,13 @@ class Coallocator(HeaderSteps, StructureChanges):
         _detach(result)
 
     # -- subjob submission and watching (run by the header tasks) -------------------------
-    def submit_subjob(self, job_id: int, address: int) -> tuple[int, bool]:
+    def submit_subjob(self, job_id: int, address: int,
+                      iterate: bool = False) -> tuple[int, bool]:
         """Submit subjob ``address`` through GRAM once (idempotent): (its GRAM job id,
         stored by this call).  The GRAM job is stored linked to its subjob, in one
-        transaction; a retry after a failure in between links it then."""
+        transaction; a retry after a failure in between links it then.  ``iterate``:
+        run the RM's iteration here at once instead of triggering it (a header task, in
+        its gatekeeper: the subjob's start then waits for no other task)."""
         from grid_tasks.gram.submission import store_submission
         from grid_tasks.rsl import lower
         from grid_tasks.runtime import runtime_environment
@@ -146,11 +149,16 @@ class Coallocator(HeaderSteps, StructureChanges):
             row = _subjob(session, job_id, address)  # CoallocFinishedError if deleted
             row.gram_job_id, row.state = gram_id, JobState.PENDING
 
+        rm = rm or request.rm_contact
+        inline = iterate and bool(rm)  # (without an RM named, the stored job's is triggered)
         gram_id, stored, _ = store_submission(
-            self.grid, rsl, request, rm or request.rm_contact,
-            {"user": owner}, extra_env=env,
+            self.grid, rsl, request, rm, {"user": owner}, extra_env=env,
             idempotency_key=f"duroc-{job_id}-{address}", coallocation=(job_id, label),
-            within=link)
+            within=link, trigger=not inline)
+        if stored and inline:
+            from grid_tasks.scheduling.tasks import iterate_here
+
+            iterate_here(self.grid.app, rm)
         if not stored:  # stored by an earlier attempt that failed before linking
             try:
                 _retrying(lambda: self._link(job_id, address, label, gram_id))

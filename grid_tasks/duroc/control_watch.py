@@ -55,7 +55,7 @@ class HeaderSteps:
         if info.complete:
             return {"address": address, "label": info.label, "entered": info.entered}
         try:
-            gram_id, stored = self.submit_subjob(job_id, address)
+            gram_id, stored = self.submit_subjob(job_id, address, iterate=True)
         except CoallocFinishedError:
             if self._barrier_info(job_id, address) is None:  # deleted since the look above
                 return {"address": address, "deleted": True}

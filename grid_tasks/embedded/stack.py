@@ -174,11 +174,16 @@ class EmbeddedStack:
     def _spawn_workers(self) -> None:
         lvl = self.options.loglevel
         self.supervisor.spawn("scheduler", self._grid_tasks(
-            # threads, not CPUs: DUROC subjob watchers spend their slot blocked on Redis,
-            # and must never starve the scheduling iterations of the same worker
-            "worker", "--scheduler", "--gatekeepers", "--no-check", "-l", lvl,
-            "-c", "8"),
+            "worker", "--scheduler", "--no-check", "-l", lvl, "-c", "4"),
             env=self.child_env())
+        # One gatekeeper per RM, as each cluster runs its own: the subjobs of a
+        # coallocated job are submitted, and their RMs' iterations run (iterate_here),
+        # in parallel processes rather than behind one GIL (bench_duroc).  Threads, not
+        # CPUs: DUROC subjob watchers spend their slot blocked on Redis.
+        for rm in self.topology.rms:
+            self.supervisor.spawn(f"gatekeeper-{rm}", self._grid_tasks(
+                "worker", "--rm", rm, "--no-check", "-l", lvl, "-c", "8",
+                "--", "-n", f"gatekeeper-{rm}@%h"), env=self.child_env())
         # A second scheduler-queue worker: iterations of different RMs (and everything
         # else on that queue) run in two processes, not behind one GIL (bench_gram (c)).
         self.supervisor.spawn("scheduler-2", self._grid_tasks(

@@ -19,7 +19,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
@@ -86,15 +86,29 @@ class JobManager(threading.Thread):
         self.kill_reason: tuple[str, str] | None = None
         self.out_of_memory = False  # a process said an allocation failed
         self.started: float | None = None  # POSIX time the processes were started
+        self._outputs: tuple[IO[bytes] | None, IO[bytes] | None] = (None, None)
+        self._early: Part | None = None  # launch(): why the processes did not start
+        self._spawned = False
+
+    def launch(self) -> None:
+        """Start the processes in the calling thread (a launch task's), then follow them
+        in this job manager's own thread: a new thread would first have to win the
+        interpreter from a busy worker, milliseconds before the job even starts."""
+        RUNNING[(self.req.job_id, self.req.node)] = self
+        self._early = self._guarded(self._spawn_all)
+        self._spawned = True
+        self.start()
 
     def run(self) -> None:
         RUNNING[(self.req.job_id, self.req.node)] = self
+        part = None
         try:
-            part = self._run()
-        except Exception as exc:  # never leave the job without a report
-            log.exception("job manager %s/%s crashed", self.req.job_id, self.req.node)
-            self._kill_all()
-            part = Part({}, f"job manager failed on {self.req.node}: {exc}", "JM_STOPPED")
+            if not self._spawned:  # started without launch(): spawn here
+                part = self._guarded(self._spawn_all)
+            else:
+                part = self._early
+            if part is None:
+                part = self._guarded(self._follow)
         finally:
             RUNNING.pop((self.req.job_id, self.req.node), None)
         try:
@@ -103,14 +117,25 @@ class JobManager(threading.Thread):
             log.exception("job manager %s/%s could not report its end",
                           self.req.job_id, self.req.node)
 
-    def _run(self) -> Part:
+    def _guarded(self, step: Any) -> Part | None:
+        """``step()``, or the Part of a job manager that crashed in it (never no report)."""
+        try:
+            return step()
+        except Exception as exc:
+            log.exception("job manager %s/%s crashed", self.req.job_id, self.req.node)
+            self._kill_all()
+            return Part({}, f"job manager failed on {self.req.node}: {exc}", "JM_STOPPED")
+
+    def _spawn_all(self) -> Part | None:
+        """Start every process of this node's part; the Part if that failed."""
         req = self.req
         try:
             who = account_for(req)
             directory, argv = check_host(req, home=who.home if who and who.switch else None)
-            out, err = open_outputs(req, directory)
+            self._outputs = open_outputs(req, directory)
         except LaunchError as exc:
             return Part({}, str(exc), exc.code)
+        out, err = self._outputs
         stdin = None if req.stdin is None else str(Path(directory, req.stdin))
         try:
             for i in range(req.process_count()):
@@ -122,12 +147,17 @@ class JobManager(threading.Thread):
             self._kill_all()
             return Part({}, str(exc), exc.code)
         self.started = time.time()
+        return None
+
+    def _follow(self) -> Part:
+        """Report the start, supervise the processes to their end; this node's Part."""
+        req = self.req
         if not self._ended_within(QUICK_EXIT_S):
             report_started(self.ctx, req, self.started)
         self._supervise()
         for reader in self.readers:
             reader.join()
-        for f in (out, err):
+        for f in self._outputs:
             if f is not None:
                 f.close()
         codes = {str(rank): p.returncode for rank, p in self.procs}

@@ -72,7 +72,7 @@ def _launch_all(app: Any, reqs: list[Any]) -> list[str]:
             report_finished(ctx, req, Part({}, "cancelled by user", "USER_CANCELLED").to_json())
             outcomes.append("cancelled")
         else:
-            JobManager(req, ctx).start()
+            JobManager(req, ctx).launch()
             outcomes.append("launched")
     return outcomes
 

@@ -44,7 +44,17 @@ return redis.call('EXISTS', KEYS[2])
 @shared_task(name=ITERATE, bind=True, ignore_result=True)
 def iterate(self: Any, *, rm: str) -> int:
     """Run ``rm``'s iteration until no trigger is pending; returns how many ran."""
-    client = redis_client(self.app)
+    return iterate_here(self.app, rm)
+
+
+def iterate_here(app: Any, rm: str) -> int:
+    """Run ``rm``'s iteration in this process now, exactly as the iterate task does:
+    under the RM's lock, until no trigger is pending; returns how many ran (0: another
+    process holds the lock, and it runs once more for this call).
+
+    A gatekeeper that has just stored a job calls this instead of triggering: the
+    job's start then does not wait for a task to travel to a scheduler worker."""
+    client = redis_client(app)
     token = uuid.uuid4().hex
     pipe = client.pipeline(transaction=False)
     pipe.delete(queued_key(rm))
@@ -62,7 +72,7 @@ def iterate(self: Any, *, rm: str) -> int:
                 client.set(dirty_key(rm), 1)  # the release below re-triggers for it
                 break
             runs += 1
-            busy, conflicted = _one(self.app, rm, client)
+            busy, conflicted = _one(app, rm, client)
             conflicts += conflicted
             # a lost race on a job row is retried at once, not left to the next trigger
             dirty = bool(client.getdel(dirty_key(rm))) or (
@@ -72,9 +82,9 @@ def iterate(self: Any, *, rm: str) -> int:
         dirty = bool(client.register_script(_RELEASE)(keys=[lock_key(rm), dirty_key(rm)],
                                                       args=[token]))
     if dirty:
-        trigger_iteration(self.app, rm, client=client)
+        trigger_iteration(app, rm, client=client)
     elif busy:
-        _watch(self.app, rm, client)
+        _watch(app, rm, client)
     return runs
 
 
