@@ -177,3 +177,29 @@ def test_a_running_job_is_reported_active_while_it_runs(quiet_settings):
     assert abs(history[1][1].timestamp() - manager.started) < 0.001
     app.close()
     db.dispose_engines()
+
+
+def test_launch_starts_the_processes_before_returning(quiet_settings):
+    """launch() spawns in the caller's thread (the launch task's): when it returns, the
+    process runs; a process that cannot start is reported by the job manager's thread
+    like any other failure."""
+    import os
+
+    from grid_tasks import db
+
+    app, ctx = _context(quiet_settings)
+    manager = _manager(ctx, "&(executable=/bin/sleep)(arguments=0.3)")
+    manager.launch()
+    ((rank, proc),) = manager.procs
+    assert rank == 0 and manager.started is not None and proc.returncode is None
+    assert os.path.exists(f"/proc/{proc.pid}")  # running before the thread did anything
+    manager.join(timeout=10)
+    assert _history(ctx, manager.req.job_id)[0].state is JobState.DONE
+    missing = _manager(ctx, "&(executable=/no/such/program)")
+    missing.launch()
+    missing.join(timeout=10)
+    assert missing.procs == [] and missing.started is None
+    row, _ = _history(ctx, missing.req.job_id)
+    assert row.state is JobState.FAILED and row.gram_error == "EXECUTABLE_NOT_FOUND"
+    app.close()
+    db.dispose_engines()
