@@ -18,7 +18,10 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
+from sqlalchemy import bindparam, select, update
+
 from grid_tasks.db import repository, session_scope
+from grid_tasks.db.models import Job as JobRow
 from grid_tasks.gram import keys
 from grid_tasks.gram.launch import LaunchRequest, requests_for
 from grid_tasks.gram.records import Outbox
@@ -50,7 +53,6 @@ def run_iteration(app: Any, rm: str, *, sessions: Any, redis: Any, registry: Any
     now = time.time() if now is None else now
     at = datetime.fromtimestamp(now, tz=timezone.utc)
     report, outbox = IterationReport(rm), Outbox()
-    launches: list[LaunchRequest] = []
     with session_scope(sessions) as session:
         rm_row = repository.get_rm(session, rm)
         policy = node_failure_policy(rm_row.policy_file)
@@ -68,19 +70,9 @@ def run_iteration(app: Any, rm: str, *, sessions: Any, redis: Any, registry: Any
                                idle_if_free=True)
         result = sched.iterate(now)
         vetoed = guard.veto(session, result.started)  # start_object(token) of bound jobs
-        rows = _rows(session, result.started)  # one query, not one per started job
-        for start in result.started:
-            if start.job_id in vetoed:
-                continue
-            row = rows[int(start.job_id)]
-            token = uuid.uuid4().hex
-            row.maui_state = MauiJobState.STARTING
-            row.nodes_allocated = {k: int(v) for k, v in start.allocation.items()}
-            row.launch_token = token
-            row.start_time = at
-            launches += requests_for(row.id, rm, token, row.request or {},
-                                     row.nodes_allocated, row.walltime)
-            report.started.append(row.id)
+        starts = [s for s in result.started if s.job_id not in vetoed]
+        launches = _mark_starting(session, rm, starts, at)
+        report.started = [int(s.job_id) for s in starts]
         # Jobs running (leases to watch) or waiting (e.g. for a silent node to come
         # back): look again soon rather than only at the next RMPOLLINTERVAL.
         # (a full machine's idle queue is not read: its running jobs make it busy)
@@ -94,16 +86,43 @@ def run_iteration(app: Any, rm: str, *, sessions: Any, redis: Any, registry: Any
     return report
 
 
-def _rows(session: Any, starts: list[Any]) -> dict[int, Any]:
-    """The job rows of the core's starts by id, loaded in one query."""
-    from sqlalchemy import select
+# Built once (every start runs them): Core statements, no ORM unit of work.
+_START_ROWS = select(JobRow.id, JobRow.version, JobRow.request, JobRow.walltime).where(
+    JobRow.id.in_(bindparam("ids", expanding=True)))
+_STARTING = update(JobRow.__table__).where(
+    JobRow.__table__.c.id == bindparam("b_id"),
+    JobRow.__table__.c.version == bindparam("b_version")).values(
+    maui_state=MauiJobState.STARTING, nodes_allocated=bindparam("nodes"),
+    launch_token=bindparam("token"), start_time=bindparam("at"),
+    version=bindparam("b_next"))
 
-    from grid_tasks.db.models import Job as JobRow
 
-    ids = sorted({int(s.job_id) for s in starts})
-    if not ids:
-        return {}
-    return {row.id: row for row in session.scalars(select(JobRow).where(JobRow.id.in_(ids)))}
+def _mark_starting(session: Any, rm: str, starts: list[Any],
+                   at: datetime) -> list[LaunchRequest]:
+    """Commit-to-be each start as Maui ``Starting`` with its allocation and a fresh launch
+    token (one read of the rows, one version-guarded UPDATE each); the launches.
+
+    :class:`ConcurrentUpdateError` when a job changed since the iteration read it (the
+    iteration then runs again, deciding anew)."""
+    from grid_tasks.db import ConcurrentUpdateError
+
+    if not starts:
+        return []
+    conn = session.connection()
+    rows = {row.id: row for row in conn.execute(
+        _START_ROWS, {"ids": sorted({int(s.job_id) for s in starts})})}
+    launches: list[LaunchRequest] = []
+    for start in starts:
+        row = rows[int(start.job_id)]
+        token = uuid.uuid4().hex
+        nodes = {k: int(v) for k, v in start.allocation.items()}
+        done = conn.execute(_STARTING, {"b_id": row.id, "b_version": row.version,
+                                        "b_next": row.version + 1, "nodes": nodes,
+                                        "token": token, "at": at}).rowcount
+        if done != 1:
+            raise ConcurrentUpdateError(f"job {row.id} changed while {rm} decided its start")
+        launches += requests_for(row.id, rm, token, row.request or {}, nodes, row.walltime)
+    return launches
 
 
 _contexts: dict[tuple[int, str, int], Any] = {}
