@@ -100,8 +100,9 @@ class Changes:
                                 for key, value in values.items()})
 
     def write(self, conn: Any, views: dict[int, JobView]) -> None:
-        """Emit the changes on ``conn`` (the session's connection): :class:`ConcurrentUpdateError` if another session changed
-        one of the jobs since :func:`load` (the whole batch then rolls back)."""
+        """Emit the changes on ``conn`` (the session's connection);
+        :class:`ConcurrentUpdateError` if another session changed one of the jobs since
+        :func:`load` (the whole batch then rolls back)."""
         for view in views.values():
             if not view.changed:
                 continue

@@ -62,6 +62,5 @@ def idle_core_jobs(session: Any, rm: str) -> list[Job]:
             kept[job_id] = known[job_id]
         # else: gone between the two reads (started, cancelled): not idle any more
     with _lock:
-        _known[key] = (created, kept)  # jobs no longer idle are forgotten with the old mapping
+        _known[key] = (created, kept)  # jobs no longer idle are forgotten
     return [job for _, job in kept.values()]
-

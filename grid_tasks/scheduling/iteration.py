@@ -102,8 +102,8 @@ def _mark_starting(session: Any, rm: str, starts: list[Any],
     """Commit-to-be each start as Maui ``Starting`` with its allocation and a fresh launch
     token (one read of the rows, one version-guarded UPDATE each); the launches.
 
-    :class:`ConcurrentUpdateError` when a job changed since the iteration read it (the
-    iteration then runs again, deciding anew)."""
+    :class:`ConcurrentUpdateError` when another session changes a job between this read
+    and its update (the iteration then runs again, deciding anew)."""
     from grid_tasks.db import ConcurrentUpdateError
 
     if not starts:

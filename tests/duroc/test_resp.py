@@ -90,7 +90,8 @@ def test_errors_read_as_redis_py_words_them(resp: RespClient, store: Coordinatio
         ours, theirs = _raised(lambda: resp.execute_command(*args)), _raised(
             lambda: admin.execute_command(*args))
         assert str(ours) == str(theirs), args
-        assert isinstance(ours, RespNoScriptError) == isinstance(theirs, redis.exceptions.NoScriptError)
+        assert isinstance(ours, RespNoScriptError) == isinstance(
+            theirs, redis.exceptions.NoScriptError)
         assert isinstance(ours, RespResponseError)
         with pytest.raises(CoordinationError) as typed_ours, translated("j"):
             resp.execute_command(*args)
