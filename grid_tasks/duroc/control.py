@@ -31,7 +31,7 @@ from grid_tasks.db.models.jobs import BarrierState as SqlBarrier
 from grid_tasks.duroc.control_rows import (
     DEFAULT_BARRIER_TIMEOUT_S, check_rms as _check_rms, coalloc_row as _coalloc,
     detach as _detach, labels as _labels, new_subjob_row as _subjob_row,
-    retrying as _retrying, subjob_at as _subjob,
+    retrying as _retrying, subjob_at as _subjob, submission_facts,
 )
 from grid_tasks.duroc.control_structure import StructureChanges
 from grid_tasks.duroc.control_watch import HeaderSteps
@@ -92,7 +92,7 @@ class Coallocator(HeaderSteps, StructureChanges):
         self.store.create_job(sid, [SubjobSpec(label, sub.count, sub.start_type, sub.comms_type)
                                     for sub, label in zip(subs, labels)],
                               ttl_s=float(barrier_timeout) + 24 * 3600, auto_release=True)
-        url = self.store.grant_access(sid)
+        url = self.store.grant_access(sid, scripts_loaded=True)  # by create_job
         self.store.client.set(URL_KEY.format(job_id), url, ex=int(barrier_timeout) + 24 * 3600)
         self._start(job_id, [(a, sub) for a, sub in enumerate(subs)], deadline)
         return job_id
@@ -132,12 +132,11 @@ class Coallocator(HeaderSteps, StructureChanges):
         from grid_tasks.runtime import runtime_environment
 
         with session_scope(self.grid.sessions) as session:
-            sub = _subjob(session, job_id, address)
-            if sub.gram_job_id is not None:
-                return int(sub.gram_job_id), False
-            rsl, rm, label = sub.rsl, sub.rm, sub.label or str(address)
-            owner = sub.coallocation.owner
-            left = (sub.coallocation.barrier_timeout or DEFAULT_BARRIER_TIMEOUT_S)
+            sub = submission_facts(session, job_id, address)
+        if sub.gram_job_id is not None:
+            return int(sub.gram_job_id), False
+        rsl, rm, label, owner = sub.rsl, sub.rm, sub.label or str(address), sub.owner
+        left = sub.barrier_timeout or DEFAULT_BARRIER_TIMEOUT_S
         url = self.store.client.get(URL_KEY.format(job_id))
         if url is None:
             raise CoallocFinishedError(f"coallocated job {job_id} has no runtime access any more")

@@ -76,6 +76,21 @@ def coalloc_row(session: Any, job_id: int) -> CoallocatedJob:
     return row
 
 
+def submission_facts(session: Any, job_id: int, address: int) -> Any:
+    """What submitting subjob ``address`` needs, in one query: its ``gram_job_id``,
+    ``rsl``, ``rm``, ``label`` and its job's ``owner`` and ``barrier_timeout``."""
+    from sqlalchemy import select
+
+    found = session.connection().execute(
+        select(Subjob.gram_job_id, Subjob.rsl, Subjob.rm, Subjob.label,
+               CoallocatedJob.owner, CoallocatedJob.barrier_timeout)
+        .join(CoallocatedJob, CoallocatedJob.id == Subjob.coallocation_id)
+        .where(Subjob.coallocation_id == job_id, Subjob.position == address)).first()
+    if found is None:
+        raise CoallocFinishedError(f"coallocated job {job_id} has no subjob {address} any more")
+    return found
+
+
 def subjob_at(session: Any, job_id: int, address: int) -> Subjob:
     from sqlalchemy import select
 

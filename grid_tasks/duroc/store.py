@@ -341,17 +341,21 @@ class CoordinationStore(MessagingMixin):
 
     # -- access and cleanup (control side) -------------------------------------------------
 
-    def grant_access(self, job: str, url: str | None = None) -> str:
+    def grant_access(self, job: str, url: str | None = None, *,
+                     scripts_loaded: bool = False) -> str:
         """Create a Redis ACL user confined to this job's keys; its runtime URL.
 
         ``url`` is the server URL processes should reach (defaults to this
-        client's); its credentials are replaced by the job user's.
+        client's); its credentials are replaced by the job user's.  The scripts are
+        loaded first (the job's processes may only EVALSHA) unless ``scripts_loaded``
+        (:meth:`create_job` has just done it).
         """
         import secrets  # control side only: the job side need not import it
 
         keys = self.keys(job)
         password = secrets.token_urlsafe(24)
-        self.load_scripts()  # the job's processes may only EVALSHA
+        if not scripts_loaded:
+            self.load_scripts()
         with translated(job):
             self.client.execute_command("ACL", "SETUSER", keys.acl_user(),
                                         *keys.acl_rules(password))

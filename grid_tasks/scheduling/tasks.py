@@ -34,6 +34,19 @@ MAX_TASK_S = 10.0
 
 register_periodic(ITERATE, DEFAULT_POLL_S)
 
+# KEYS: queued, lock, dirty.  ARGV: token, lock TTL (ms).  Takes the lock (1), clearing
+# the pending trigger it runs for; else (0) marks one pending, so the holder runs again.
+# One round trip, and EVAL: a registered script would ask SCRIPT EXISTS first.
+_ACQUIRE = """
+redis.call('DEL', KEYS[1])
+if redis.call('SET', KEYS[2], ARGV[1], 'NX', 'PX', tonumber(ARGV[2])) then
+  redis.call('DEL', KEYS[3])
+  return 1
+end
+redis.call('SET', KEYS[3], 1)
+return 0
+"""
+
 # KEYS: lock, dirty.  Releases our lock; returns 1 if a trigger is pending.
 _RELEASE = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end
@@ -56,17 +69,12 @@ def iterate_here(app: Any, rm: str) -> int:
     job's start then does not wait for a task to travel to a scheduler worker."""
     client = redis_client(app)
     token = uuid.uuid4().hex
-    pipe = client.pipeline(transaction=False)
-    pipe.delete(queued_key(rm))
-    pipe.set(lock_key(rm), token, nx=True, px=LOCK_TTL_MS)
-    pipe.set(dirty_key(rm), 1)  # the holder, if any, runs once more for us
-    _, locked, _ = pipe.execute()
-    if not locked:
-        return 0
+    if not client.eval(_ACQUIRE, 3, queued_key(rm), lock_key(rm), dirty_key(rm), token,
+                       LOCK_TTL_MS):
+        return 0  # the holder runs once more for us
     runs, busy, dirty, conflicts = 0, False, True, 0
     began = time.monotonic()
     try:
-        client.delete(dirty_key(rm))
         while dirty:
             if runs >= MAX_RUNS_PER_TASK or time.monotonic() - began > MAX_TASK_S:
                 client.set(dirty_key(rm), 1)  # the release below re-triggers for it
