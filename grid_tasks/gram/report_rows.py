@@ -20,7 +20,7 @@ from sqlalchemy import bindparam, insert, select, update
 from grid_tasks.db import AccountingRecord, ConcurrentUpdateError
 from grid_tasks.db.models import Job as JobRow
 from grid_tasks.db.models import JobStateHistory
-from grid_tasks.db.models.base import check_lengths
+from grid_tasks.db.models.base import check_lengths, column_names, table_row
 from grid_tasks.db.repository import accounting_values
 from grid_tasks.states import JobState
 
@@ -34,7 +34,7 @@ WRITTEN = ("state", "maui_state", "start_time", "end_time", "exit_code", "failur
            "gram_error", "gram_error_code", "request")
 
 _TABLE = JobRow.__table__
-_COLUMN = {key: JobRow.__mapper__.get_property(key).columns[0].name for key in READ}
+_COLUMN = column_names(JobRow.__mapper__)
 _SELECT = select(*(getattr(JobRow, key) for key in READ)).where(
     JobRow.id.in_(bindparam("ids", expanding=True)))
 # Built once: the statement's cache key is then memoized (building and keying it per
@@ -93,11 +93,8 @@ class Changes:
 
     def account(self, view: JobView) -> None:
         """Queue the accounting record of ended ``view`` (known to have none)."""
-        values = accounting_values(view)
-        mapper = AccountingRecord.__mapper__
-        check_lengths(mapper, values.get)
-        self.accounting.append({mapper.get_property(key).columns[0].name: value
-                                for key, value in values.items()})
+        self.accounting.append(table_row(AccountingRecord.__mapper__,
+                                         accounting_values(view)))
 
     def write(self, conn: Any, views: dict[int, JobView]) -> None:
         """Emit the changes on ``conn`` (the session's connection);

@@ -86,7 +86,7 @@ def insert_job(session: Session, rm: str, rsl: str, sub: Any, creds: dict[str, A
     ``run_as`` is the local account the grid map chose (the job's processes run as
     it); ``owner`` the submitting identity (default: the user).  Plain INSERTs and one
     UPDATE rather than an ORM flush: every submission pays for this."""
-    from grid_tasks.db.models.base import check_lengths
+    from grid_tasks.db.models.base import table_row
 
     request = sub.to_dict()
     if extra_env:
@@ -103,9 +103,7 @@ def insert_job(session: Session, rm: str, rsl: str, sub: Any, creds: dict[str, A
               "state": state, "maui_state": state.maui, "version": 1}
     if coallocation is not None:
         values["coallocation_id"], values["coallocation_label"] = coallocation
-    mapper = JobRow.__mapper__
-    check_lengths(mapper, values.get)
-    row = {mapper.get_property(key).columns[0].name: value for key, value in values.items()}
+    row = table_row(JobRow.__mapper__, values)
     conn = session.connection()  # Core statements built once: no ORM execution layer
     job_id = conn.execute(_INSERT_JOB, row).inserted_primary_key[0]
     contact = f"gram://{rm}/jobs/{job_id}"

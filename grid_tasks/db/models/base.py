@@ -118,6 +118,26 @@ def check_lengths(mapper: Any, value_of: Any) -> None:
                               f"({value[:40]!r}...)")
 
 
+def table_row(mapper: Any, values: dict[str, Any]) -> dict[str, Any]:
+    """``values`` (by attribute) as a row for a Core statement on the mapper's table (by
+    column name), after :func:`check_lengths`: what an ORM flush would write."""
+    check_lengths(mapper, values.get)
+    names = column_names(mapper)
+    return {names[key]: value for key, value in values.items()}
+
+
+_names: dict[Any, dict[str, str]] = {}
+
+
+def column_names(mapper: Any) -> dict[str, str]:
+    """Attribute -> column name of a mapper's columns (``user`` -> ``user_name``), once."""
+    found = _names.get(mapper)
+    if found is None:
+        found = _names[mapper] = {attr.key: attr.columns[0].name
+                                  for attr in mapper.column_attrs}
+    return found
+
+
 _limited: dict[Any, list[tuple[str, Any]]] = {}
 
 
