@@ -58,12 +58,10 @@ def _launch_all(app: Any, reqs: list[Any]) -> list[str]:
     from grid_tasks.gram.report import PARTS_TTL_S, node_context, report_finished
 
     ctx = node_context(app)
-    claim = ctx.redis.register_script(_CLAIM)
     pipe = ctx.redis.pipeline(transaction=False)
-    for req in reqs:
-        claim(keys=[keys.token_key(req.job_id), keys.cancel_key(req.job_id),
-                    keys.launched_key(req.job_id, req.token, req.node)],
-              args=[req.token, PARTS_TTL_S], client=pipe)
+    for req in reqs:  # EVAL: a registered script would make the pipeline ask SCRIPT EXISTS
+        pipe.eval(_CLAIM, 3, keys.token_key(req.job_id), keys.cancel_key(req.job_id),
+                  keys.launched_key(req.job_id, req.token, req.node), req.token, PARTS_TTL_S)
     outcomes = []
     for req, verdict in zip(reqs, pipe.execute()):
         if verdict == 0:
