@@ -203,3 +203,28 @@ def test_launch_starts_the_processes_before_returning(quiet_settings):
     assert row.state is JobState.FAILED and row.gram_error == "EXECUTABLE_NOT_FOUND"
     app.close()
     db.dispose_engines()
+
+
+def test_launch_claims_each_part_once_and_honours_a_cancel(quiet_settings):
+    """A launch starts a part only under its current token, once (a redelivered batch
+    starts nothing twice); a part of a cancelled job is reported cancelled, not run."""
+    from grid_tasks import db
+    from grid_tasks.gram import keys
+    from grid_tasks.gram.jobmanager import RUNNING
+    from grid_tasks.gram.tasks import _launch_all
+
+    app, ctx = _context(quiet_settings)
+    first = _manager(ctx, "&(executable=/bin/true)").req
+    assert _launch_all(app, [first]) == ["launched"]
+    assert _launch_all(app, [first]) == ["skipped"]  # the same part again
+    stale = _manager(ctx, "&(executable=/bin/true)").req
+    stale.token = "superseded"
+    cancelled = _manager(ctx, "&(executable=/bin/true)").req
+    ctx.redis.set(keys.cancel_key(cancelled.job_id), 1)
+    assert _launch_all(app, [stale, cancelled]) == ["skipped", "cancelled"]
+    for manager in list(RUNNING.values()):
+        manager.join(timeout=10)
+    assert _history(ctx, cancelled.job_id)[0].state is JobState.FAILED
+    assert _history(ctx, stale.job_id)[0].state is JobState.PENDING
+    app.close()
+    db.dispose_engines()
