@@ -53,8 +53,10 @@ def configured_app(settings: Settings, *, beat: bool) -> Any:
     """The worker's Celery app; with ``beat`` configured for the HA beat scheduler
     (``GRID_TASKS_BEAT_*`` lease options)."""
     from grid_tasks.celery_app import create_app
+    from grid_tasks.node import heap
 
     app = create_app(settings)
+    heap.install(app)  # a worker process of its own (not an in-process test worker)
     if beat:
         from grid_tasks.ha.config import BeatOptions, beat_config
 
