@@ -119,7 +119,22 @@ def worker(rm: str | None, node: str | None, scheduler: bool, gatekeepers: bool,
         check_connectivity(settings)
         if scheduler:
             sync_topology(settings)
-    configured_app(settings, beat=beat).worker_main(argv)
+    code = run_celery(configured_app(settings, beat=beat), argv)
+    if code:
+        raise SystemExit(code)
+
+
+def run_celery(app: Any, argv: list[str]) -> int:
+    """``celery <argv>`` on ``app``; its exit code.  (``worker_main`` and ``app.start``
+    drop it: a worker stopped by an unrecoverable error, say a node daemon that could
+    not register, exited 0, and systemd or a supervisor took that for a clean stop.)"""
+    from celery.bin.celery import celery
+
+    celery.params[0].default = app  # what app.start does: --app is this app
+    try:
+        return int(celery.main(args=argv, standalone_mode=False) or 0)
+    finally:
+        celery.params[0].default = None
 
 
 def sync_topology(settings: Settings) -> bool:

@@ -66,6 +66,18 @@ def test_unreachable_broker_subprocess_one_line_no_traceback(grid_env, grid_task
     assert "Traceback" not in proc.stderr
 
 
+def test_a_worker_stopped_by_an_unrecoverable_error_exits_non_zero(
+        grid_env, grid_tasks_command):
+    """The node daemon cannot register (its Redis is unreachable, the broker is fine):
+    Celery stops the worker, and its exit code says so to systemd or a supervisor."""
+    env = {**grid_env, "GRID_TASKS_REDIS_URL": "redis://127.0.0.1:1/3"}
+    proc = subprocess.run([*grid_tasks_command, "worker", "--rm", "rmA", "--node", "node1",
+                           "--no-check", "-l", "WARNING"],
+                          env=env, capture_output=True, text=True, timeout=120)
+    assert "Unrecoverable error: ConnectivityError" in proc.stderr
+    assert proc.returncode == 1
+
+
 def test_bad_setting_is_named(grid_env):
     result = _run(["worker", "--rm", "rmA"],
                   {**grid_env, "GRID_TASKS_HEARTBEAT_INTERVAL": "often"})
