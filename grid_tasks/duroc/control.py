@@ -29,9 +29,9 @@ from grid_tasks.db import ConcurrentUpdateError, session_scope
 from grid_tasks.db.models import CoallocatedJob
 from grid_tasks.db.models.jobs import BarrierState as SqlBarrier
 from grid_tasks.duroc.control_rows import (
-    DEFAULT_BARRIER_TIMEOUT_S, check_rms as _check_rms, coalloc_row as _coalloc,
-    detach as _detach, labels as _labels, new_subjob_row as _subjob_row,
-    retrying as _retrying, subjob_at as _subjob, submission_facts,
+    DEFAULT_BARRIER_TIMEOUT_S, URL_KEY, check_rms as _check_rms, coalloc_row as _coalloc,
+    detach as _detach, insert_coallocation, labels as _labels, link_subjob,
+    retrying as _retrying, submission_facts,
 )
 from grid_tasks.duroc.control_structure import StructureChanges
 from grid_tasks.duroc.control_watch import HeaderSteps
@@ -47,7 +47,6 @@ from grid_tasks.duroc.waiting import announce
 from grid_tasks.errors import NotFoundError
 from grid_tasks.states import JobState, SubjobStartType
 
-URL_KEY = "grid_tasks:duroc:url:{}"
 log = logging.getLogger(__name__)
 
 
@@ -80,20 +79,14 @@ class Coallocator(HeaderSteps, StructureChanges):
         deadline = time.time() + float(barrier_timeout)
         with session_scope(self.grid.sessions) as session:
             _check_rms(session, subs)
-            row = CoallocatedJob(rsl=rsl, owner=user or getpass.getuser(),
-                                 state=JobState.PENDING, barrier_timeout=float(barrier_timeout))
-            session.add(row)
-            session.flush()
-            row.contact = f"duroc://coalloc/{row.id}"
-            for address, (sub, label) in enumerate(zip(subs, labels)):
-                session.add(_subjob_row(row.id, address, label, sub))
-            job_id = row.id
+            job_id = insert_coallocation(session, rsl, user or getpass.getuser(),
+                                         barrier_timeout, subs, labels)
         sid = store_id(job_id)
         self.store.create_job(sid, [SubjobSpec(label, sub.count, sub.start_type, sub.comms_type)
                                     for sub, label in zip(subs, labels)],
                               ttl_s=float(barrier_timeout) + 24 * 3600, auto_release=True)
-        url = self.store.grant_access(sid, scripts_loaded=True)  # by create_job
-        self.store.client.set(URL_KEY.format(job_id), url, ex=int(barrier_timeout) + 24 * 3600)
+        self.store.grant_access(sid, scripts_loaded=True,  # by create_job
+                                remember=(URL_KEY.format(job_id), int(barrier_timeout) + 24 * 3600))
         self._start(job_id, [(a, sub) for a, sub in enumerate(subs)], deadline)
         return job_id
 
@@ -120,13 +113,14 @@ class Coallocator(HeaderSteps, StructureChanges):
         _detach(result)
 
     # -- subjob submission and watching (run by the header tasks) -------------------------
-    def submit_subjob(self, job_id: int, address: int,
-                      iterate: bool = False) -> tuple[int, bool]:
+    def submit_subjob(self, job_id: int, address: int, iterate: bool = False,
+                      url: bytes | None = None) -> tuple[int, bool]:
         """Submit subjob ``address`` through GRAM once (idempotent): (its GRAM job id,
         stored by this call).  The GRAM job is stored linked to its subjob, in one
         transaction; a retry after a failure in between links it then.  ``iterate``:
         run the RM's iteration here at once instead of triggering it (a header task, in
         its gatekeeper: the subjob's start then waits for no other task)."""
+        from grid_tasks.gram.records import Outbox
         from grid_tasks.gram.submission import store_submission
         from grid_tasks.rsl import lower
         from grid_tasks.runtime import runtime_environment
@@ -137,7 +131,8 @@ class Coallocator(HeaderSteps, StructureChanges):
             return int(sub.gram_job_id), False
         rsl, rm, label, owner = sub.rsl, sub.rm, sub.label or str(address), sub.owner
         left = sub.barrier_timeout or DEFAULT_BARRIER_TIMEOUT_S
-        url = self.store.client.get(URL_KEY.format(job_id))
+        if url is None:  # (a header task has read it already: note_delivery)
+            url = self.store.client.get(URL_KEY.format(job_id))
         if url is None:
             raise CoallocFinishedError(f"coallocated job {job_id} has no runtime access any more")
         env = runtime_environment(url.decode(), store_id(job_id), address, label,
@@ -145,19 +140,20 @@ class Coallocator(HeaderSteps, StructureChanges):
         (request,) = lower(rsl)
 
         def link(session: Any, gram_id: int) -> None:  # the subjob row, same transaction
-            row = _subjob(session, job_id, address)  # CoallocFinishedError if deleted
-            row.gram_job_id, row.state = gram_id, JobState.PENDING
+            link_subjob(session, job_id, address, gram_id)  # CoallocFinishedError if deleted
 
         rm = rm or request.rm_contact
-        inline = iterate and bool(rm)  # (without an RM named, the stored job's is triggered)
+        # iterating here needs the RM named (else the stored job's RM is triggered); the
+        # job's events then go with the iteration lock's round trip
+        held = Outbox() if iterate and rm else None
         gram_id, stored, _ = store_submission(
             self.grid, rsl, request, rm, {"user": owner}, extra_env=env,
             idempotency_key=f"duroc-{job_id}-{address}", coallocation=(job_id, label),
-            within=link, trigger=not inline)
-        if stored and inline:
+            within=link, hold=held)
+        if stored and held is not None:
             from grid_tasks.scheduling.tasks import iterate_here
 
-            iterate_here(self.grid.app, rm)
+            iterate_here(self.grid.app, rm, events=held.events)
         if not stored:  # stored by an earlier attempt that failed before linking
             try:
                 _retrying(lambda: self._link(job_id, address, label, gram_id))
@@ -180,8 +176,7 @@ class Coallocator(HeaderSteps, StructureChanges):
         from grid_tasks.db.models import Job
 
         with session_scope(self.grid.sessions) as session:
-            sub = _subjob(session, job_id, address)
-            sub.gram_job_id, sub.state = gram_id, JobState.PENDING
+            link_subjob(session, job_id, address, gram_id)  # CoallocFinishedError if deleted
             session.execute(update(Job).where(Job.id == gram_id, Job.coallocation_id.is_(None))
                             .values(coallocation_id=job_id, coallocation_label=label)
                             .execution_options(synchronize_session=False))

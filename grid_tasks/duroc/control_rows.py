@@ -7,7 +7,9 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from grid_tasks.db import ConcurrentUpdateError, repository
+from sqlalchemy import bindparam, insert, update
+
+from grid_tasks.db import ConcurrentUpdateError
 from grid_tasks.db.models import CoallocatedJob, Subjob
 from grid_tasks.duroc.errors import CoallocFinishedError, CoallocRequestError
 from grid_tasks.errors import NotFoundError
@@ -21,20 +23,25 @@ DEFAULT_BARRIER_TIMEOUT_S = 300.0
 #: its worker died mid-task) and its task id (``<address>:task``).
 DELIVERIES_KEY = "grid_tasks:duroc:deliveries:{}"
 DELIVERIES_TTL_S = 24 * 3600
+#: Per coallocated job: its processes' runtime URL (their store credentials), kept for
+#: the header tasks that submit its subjobs.
+URL_KEY = "grid_tasks:duroc:url:{}"
 
 
 def note_delivery(client: Any, job_id: int, address: int, task_id: str | None,
-                  redelivered: bool) -> None:
-    """Count one delivery of the header task watching ``address`` (one round trip)."""
+                  redelivered: bool) -> bytes | None:
+    """Count one delivery of the header task watching ``address``; the job's runtime URL
+    (None when gone), read in the same round trip: the header's submission needs it."""
     key = DELIVERIES_KEY.format(job_id)
     pipe = client.pipeline(transaction=False)
+    pipe.get(URL_KEY.format(job_id))
     pipe.hincrby(key, f"{address}:runs", 1)
     if redelivered:
         pipe.hincrby(key, f"{address}:redelivered", 1)
     if task_id:
         pipe.hset(key, f"{address}:task", task_id)
     pipe.expire(key, DELIVERIES_TTL_S)
-    pipe.execute()
+    return pipe.execute()[0]
 
 
 def header_deliveries(client: Any, job_id: int) -> dict[int, dict[str, Any]]:
@@ -91,20 +98,51 @@ def submission_facts(session: Any, job_id: int, address: int) -> Any:
     return found
 
 
-def subjob_at(session: Any, job_id: int, address: int) -> Subjob:
-    from sqlalchemy import select
-
-    row = session.execute(select(Subjob).where(Subjob.coallocation_id == job_id,
-                                               Subjob.position == address)).scalar_one_or_none()
-    if row is None:
-        raise CoallocFinishedError(f"coallocated job {job_id} has no subjob {address} any more")
-    return row
+def _subjob_values(job_id: int, address: int, label: str, sub: Any) -> dict[str, Any]:
+    return {"coallocation_id": job_id, "position": address, "label": label,
+            "rm": sub.rm_contact, "rsl": sub.gram_rsl(), "start_type": sub.start_type,
+            "comms_type": sub.comms_type, "state": JobState.UNSUBMITTED}
 
 
 def new_subjob_row(job_id: int, address: int, label: str, sub: Any) -> Subjob:
-    return Subjob(coallocation_id=job_id, position=address, label=label,
-                  rm=sub.rm_contact, rsl=sub.gram_rsl(), start_type=sub.start_type,
-                  comms_type=sub.comms_type, state=JobState.UNSUBMITTED)
+    return Subjob(**_subjob_values(job_id, address, label, sub))
+
+
+# Built once: every request and every header's submission runs them (Core, no flush).
+_INSERT_COALLOC = insert(CoallocatedJob.__table__)
+_COALLOC_CONTACT = update(CoallocatedJob.__table__).where(
+    CoallocatedJob.__table__.c.id == bindparam("b_id"))
+_INSERT_SUBJOBS = insert(Subjob.__table__)
+_LINK = update(Subjob.__table__).where(
+    Subjob.__table__.c.coallocation_id == bindparam("b_job"),
+    Subjob.__table__.c.position == bindparam("b_address"))
+
+
+def insert_coallocation(session: Any, rsl: str, owner: str, barrier_timeout: float,
+                        subs: list[Any], labels: list[str]) -> int:
+    """Insert a coallocated job (PENDING, with its contact) and one row per subjob, as
+    plain INSERTs: every request pays for this; its id."""
+    from grid_tasks.db.models.base import table_row
+
+    conn = session.connection()
+    job_id = conn.execute(_INSERT_COALLOC, table_row(CoallocatedJob.__mapper__, {
+        "rsl": rsl, "owner": owner, "state": JobState.PENDING,
+        "barrier_timeout": float(barrier_timeout), "version": 1})).inserted_primary_key[0]
+    conn.execute(_COALLOC_CONTACT, {"b_id": job_id, "contact": f"duroc://coalloc/{job_id}"})
+    conn.execute(_INSERT_SUBJOBS, [
+        table_row(Subjob.__mapper__, _subjob_values(job_id, address, label, sub))
+        for address, (sub, label) in enumerate(zip(subs, labels))])
+    return int(job_id)
+
+
+def link_subjob(session: Any, job_id: int, address: int, gram_id: int) -> None:
+    """Record subjob ``address``'s GRAM job (PENDING); CoallocFinishedError if the
+    subjob is gone (deleted meanwhile)."""
+    done = session.connection().execute(_LINK, {
+        "b_job": job_id, "b_address": address, "gram_job_id": gram_id,
+        "state": JobState.PENDING}).rowcount
+    if done != 1:
+        raise CoallocFinishedError(f"coallocated job {job_id} has no subjob {address} any more")
 
 
 def labels(subs: list[Any], taken: set[str]) -> list[str]:
@@ -127,5 +165,4 @@ def check_rms(session: Any, subs: list[Any]) -> None:
             raise CoallocRequestError(
                 f"subjob {sub.label or sub.index}: every component of a coallocated job needs "
                 "a resourceManagerContact")
-        repository.get_rm(session, sub.rm_contact)
-        check_fits(session, sub.rm_contact, sub)
+        check_fits(session, sub.rm_contact, sub)  # also names an unknown RM (NotFoundError)

@@ -35,19 +35,20 @@ class HeaderSteps:
     release_step: Any
 
     def note_delivery(self, job_id: int, address: int, task_id: str | None,
-                      redelivered: bool) -> None:
-        """Count one delivery of the header task watching ``address`` (see
-        :func:`~grid_tasks.duroc.control_rows.note_delivery`)."""
-        note_delivery(self.store.client, job_id, address, task_id, redelivered)
+                      redelivered: bool) -> bytes | None:
+        """Count one delivery of the header task watching ``address``; the job's runtime
+        URL (see :func:`~grid_tasks.duroc.control_rows.note_delivery`)."""
+        return note_delivery(self.store.client, job_id, address, task_id, redelivered)
 
     def header_deliveries(self, job: int | str) -> dict[int, dict[str, Any]]:
         """Per subjob address: ``runs`` and ``redelivered`` counts and the ``task`` id of
         its header task; empty for a job never watched."""
         return header_deliveries(self.store.client, parse_job_ref(job))
 
-    def watch_step(self, job_id: int, address: int, deadline: float,
-                   slice_s: float = 1.0) -> dict[str, Any] | None:
-        """One bounded step of a header task: a result, None (call again), or an error."""
+    def watch_step(self, job_id: int, address: int, deadline: float, slice_s: float = 1.0,
+                   url: bytes | None = None) -> dict[str, Any] | None:
+        """One bounded step of a header task: a result, None (call again), or an error.
+        ``url``: the job's runtime URL if already read (else the submission reads it)."""
         sid = store_id(job_id)
         info = self._barrier_info(job_id, address)
         if info is None:
@@ -55,7 +56,7 @@ class HeaderSteps:
         if info.complete:
             return {"address": address, "label": info.label, "entered": info.entered}
         try:
-            gram_id, stored = self.submit_subjob(job_id, address, iterate=True)
+            gram_id, stored = self.submit_subjob(job_id, address, iterate=True, url=url)
         except CoallocFinishedError:
             if self._barrier_info(job_id, address) is None:  # deleted since the look above
                 return {"address": address, "deleted": True}

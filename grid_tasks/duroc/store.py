@@ -33,9 +33,9 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, TypeVar
-from urllib.parse import quote, urlsplit, urlunsplit
 
 from grid_tasks.duroc import store_scripts as scripts
+from grid_tasks.duroc.store_access import AccessMixin
 from grid_tasks.duroc.store_errors import (
     BarrierAbortedError, BarrierTimeoutError, JobNotFoundError, RuntimeMisuseError,
     StoreUnavailableError, SubjobNotFoundError, translated,
@@ -74,7 +74,7 @@ def _decode(raw: Any) -> Any:
     return json.loads(raw.decode() if isinstance(raw, bytes) else raw)
 
 
-class CoordinationStore(MessagingMixin):
+class CoordinationStore(AccessMixin, MessagingMixin):
     """Coordination state of coallocated jobs in one Redis database.
 
     ``client`` is a redis-py client (control side, :meth:`from_url`) or a
@@ -153,10 +153,24 @@ class CoordinationStore(MessagingMixin):
         if ttl_s <= 0:
             raise RuntimeMisuseError(f"ttl_s must be positive, not {ttl_s!r}", job=job)
         expire_at_ms = int((time.time() + ttl_s) * 1000)
-        self.load_scripts()
         payload = json.dumps([spec.to_json() for spec in subjobs])
-        return JobStructure.from_json(job, _decode(self._run(
-            "CREATE", job, expire_at_ms, payload, "1" if auto_release else "0")))
+        return JobStructure.from_json(job, _decode(self._create(
+            job, expire_at_ms, payload, "1" if auto_release else "0")))
+
+    def _create(self, job: str, *args: Any) -> Any:
+        """CREATE by EVALSHA: one round trip.  The server's script cache is all or
+        nothing (a restart or SCRIPT FLUSH empties it), so CREATE missing means every
+        script is: all are loaded then, before any runtime user (EVALSHA only) needs one."""
+        from redis.exceptions import NoScriptError  # control side: redis-py is loaded
+
+        keys = self.keys(job)
+        argv = [len(keys.fixed), *keys.fixed, keys.base, *args]
+        with translated(job):
+            try:
+                return self.client.evalsha(self._scripts["CREATE"].sha, *argv)
+            except NoScriptError:
+                self.load_scripts()
+                return self.client.evalsha(self._scripts["CREATE"].sha, *argv)
 
     def add_subjob(self, job: str, spec: SubjobSpec) -> SubjobInfo:
         """Add a subjob before release; it joins the same barrier under a new address."""
@@ -341,62 +355,8 @@ class CoordinationStore(MessagingMixin):
 
     # -- access and cleanup (control side) -------------------------------------------------
 
-    def grant_access(self, job: str, url: str | None = None, *,
-                     scripts_loaded: bool = False) -> str:
-        """Create a Redis ACL user confined to this job's keys; its runtime URL.
-
-        ``url`` is the server URL processes should reach (defaults to this
-        client's); its credentials are replaced by the job user's.  The scripts are
-        loaded first (the job's processes may only EVALSHA) unless ``scripts_loaded``
-        (:meth:`create_job` has just done it).
-        """
-        import secrets  # control side only: the job side need not import it
-
-        keys = self.keys(job)
-        password = secrets.token_urlsafe(24)
-        if not scripts_loaded:
-            self.load_scripts()
-        with translated(job):
-            self.client.execute_command("ACL", "SETUSER", keys.acl_user(),
-                                        *keys.acl_rules(password))
-        return _with_credentials(url or self._own_url(), keys.acl_user(), password)
-
-    def revoke_access(self, job: str) -> bool:
-        """Delete the job's ACL user (and so every connection using it)."""
-        with translated(job):
-            return bool(self.client.execute_command("ACL", "DELUSER",
-                                                    self.keys(job).acl_user()))
-
     def purge(self, job: str) -> int:
         """Delete every key of the job and its ACL user; the number of keys deleted."""
         count = int(self._run("PURGE", job))
         self.revoke_access(job)
         return count
-
-    def _own_url(self) -> str:
-        import redis  # a control-side (redis-py) client: redis-py is loaded already
-
-        pool = self.client.connection_pool
-        kw = pool.connection_kwargs
-        if "path" in kw:
-            return f"unix://{kw['path']}?db={kw.get('db', 0)}"
-        # A TLS-only server has no plain port: the runtime URL must stay rediss://.
-        tls = issubclass(pool.connection_class, redis.SSLConnection)
-        scheme = "rediss" if tls else "redis"
-        return f"{scheme}://{kw.get('host', '127.0.0.1')}:{kw.get('port', 6379)}/{kw.get('db', 0)}"
-
-
-def _with_credentials(url: str, user: str, password: str) -> str:
-    """``url`` with its user and password replaced."""
-    parts = urlsplit(url)
-    if parts.scheme == "unix":
-        query = "&".join(p for p in parts.query.split("&")
-                         if p and not p.startswith(("username=", "password=")))
-        query = "&".join(filter(None, [query, f"username={quote(user, safe='')}",
-                                       f"password={quote(password, safe='')}"]))
-        return f"unix://{parts.path}?{query}"  # urlunsplit would drop the empty host
-    host = parts.hostname or "127.0.0.1"
-    netloc = f"{quote(user, safe='')}:{quote(password, safe='')}@{host}"
-    if parts.port:
-        netloc += f":{parts.port}"
-    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, ""))

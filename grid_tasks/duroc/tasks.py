@@ -47,8 +47,11 @@ def coallocator_for(app: Any) -> Any:
         return found
 
 
+# track_started off: a header's STARTED state in the result backend would cost a round
+# trip before every run (every slice) and nobody reads it: a subjob's progress is in
+# the coordination store and in SQL (subjob_states), its end in the chord's join.
 @shared_task(name=WATCH, bind=True, acks_late=True, reject_on_worker_lost=True,
-             max_retries=None)
+             max_retries=None, track_started=False)
 def watch_subjob(self: Any, *, rm: str, job: int, address: int, deadline: float,
                 slice_s: float = SLICE_S) -> dict[str, Any]:
     """Chord header: submit one subjob through GRAM, finish when all its processes are in
@@ -59,8 +62,8 @@ def watch_subjob(self: Any, *, rm: str, job: int, address: int, deadline: float,
     """
     co = coallocator_for(self.app)
     info = self.request.delivery_info or {}
-    co.note_delivery(job, address, self.request.id, bool(info.get("redelivered")))
-    result = co.watch_step(job, address, deadline, slice_s)
+    url = co.note_delivery(job, address, self.request.id, bool(info.get("redelivered")))
+    result = co.watch_step(job, address, deadline, slice_s, url=url)
     if result is None:
         raise self.retry(countdown=0)
     return result

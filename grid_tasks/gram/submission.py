@@ -121,15 +121,17 @@ def store_submission(grid: Any, rsl: str, sub: Any, rm: str | None, creds: dict[
                      idempotency_key: str | None = None,
                      extra_env: dict[str, str] | None = None, identity: str | None = None,
                      coallocation: tuple[int, str] | None = None,
-                     within: Any = None, trigger: bool = True) -> tuple[int, str, bool]:
+                     within: Any = None, hold: Outbox | None = None) -> tuple[int, str, bool]:
     """Authorize, check and store one lowered subjob request as a GRAM job, then
     trigger its RM; returns (id, contact, stored by this call).
 
     ``creds["user"]`` None: the grid map's local account, else this process's user.
     A repeated ``idempotency_key`` returns the job first stored with it (False), also
     when this attempt would be refused.  ``within(session, job_id)`` runs in the
-    storing transaction (a coallocated subjob links itself there).  ``trigger=False``:
-    the caller runs the RM's iteration itself (a gatekeeper, see ``iterate_here``).
+    storing transaction (a coallocated subjob links itself there).  ``hold``: the
+    caller runs the RM's iteration itself (a gatekeeper, see ``iterate_here``), so no
+    iteration is triggered, and sends the stored job's events, which go into ``hold``,
+    with that iteration's first round trip.
     """
     from grid_tasks.db import session_scope
     from grid_tasks.errors import GridTasksError
@@ -154,9 +156,10 @@ def store_submission(grid: Any, rsl: str, sub: Any, rm: str | None, creds: dict[
         if found is None:
             raise
         return found[0], found[1], False
-    if not trigger:
-        outbox.rms.clear()
-    outbox.flush(grid.redis, grid.app)
+    if hold is not None:
+        hold.events += outbox.events
+    else:
+        outbox.flush(grid.redis, grid.app)
     return job_id, contact, True
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
+from collections.abc import Sequence
 from typing import Any
 
 from celery import shared_task
@@ -60,17 +61,24 @@ def iterate(self: Any, *, rm: str) -> int:
     return iterate_here(self.app, rm)
 
 
-def iterate_here(app: Any, rm: str) -> int:
+def iterate_here(app: Any, rm: str, events: Sequence[Any] = ()) -> int:
     """Run ``rm``'s iteration in this process now, exactly as the iterate task does:
     under the RM's lock, until no trigger is pending; returns how many ran (0: another
     process holds the lock, and it runs once more for this call).
 
     A gatekeeper that has just stored a job calls this instead of triggering: the
-    job's start then does not wait for a task to travel to a scheduler worker."""
+    job's start then does not wait for a task to travel to a scheduler worker.
+    ``events`` (committed job state changes, e.g. that job's PENDING) are published
+    first, in the lock's round trip."""
+    from grid_tasks.events import publish
+
     client = redis_client(app)
     token = uuid.uuid4().hex
-    if not client.eval(_ACQUIRE, 3, queued_key(rm), lock_key(rm), dirty_key(rm), token,
-                       LOCK_TTL_MS):
+    pipe = client.pipeline(transaction=False)
+    for event in events:
+        publish(pipe, event)
+    pipe.eval(_ACQUIRE, 3, queued_key(rm), lock_key(rm), dirty_key(rm), token, LOCK_TTL_MS)
+    if not pipe.execute()[-1]:
         return 0  # the holder runs once more for us
     runs, busy, dirty, conflicts = 0, False, True, 0
     began = time.monotonic()

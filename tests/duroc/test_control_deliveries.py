@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from grid_tasks.client import Grid
 from grid_tasks.duroc.control import Coallocator
-from grid_tasks.duroc.control_rows import DELIVERIES_KEY
+from grid_tasks.duroc.control_rows import DELIVERIES_KEY, URL_KEY
 from grid_tasks.settings import Settings
 
 
@@ -12,8 +12,10 @@ def test_runs_and_redeliveries_are_counted_per_subjob(settings: Settings) -> Non
     grid = Grid(settings)
     try:
         co = Coallocator(grid)
-        co.note_delivery(7, 0, "task-0", redelivered=False)
-        co.note_delivery(7, 0, "task-0", redelivered=True)
+        assert co.note_delivery(7, 0, "task-0", redelivered=False) is None  # no URL yet
+        co.store.client.set(URL_KEY.format(7), "redis://job-7@host/3")
+        # the job's runtime URL comes back with the count (the header's submission needs it)
+        assert co.note_delivery(7, 0, "task-0", redelivered=True) == b"redis://job-7@host/3"
         co.note_delivery(7, 1, "task-1", redelivered=False)
         assert co.header_deliveries("duroc://coalloc/7") == {
             0: {"runs": 2, "redelivered": 1, "task": "task-0"},

@@ -6,12 +6,14 @@ from __future__ import annotations
 import base64
 import json
 import time
+from typing import Any
 
 import redis
 
 from grid_tasks import db
 from grid_tasks.client import Grid
 from grid_tasks.embedded.stack import prepare_database
+from grid_tasks.events import PREFIX, JobEvent, channel
 from grid_tasks.node.registry import NodeRegistry
 from grid_tasks.settings import Settings
 from grid_tasks.states import MauiJobState
@@ -39,6 +41,16 @@ def _immediate(broker: redis.Redis) -> list[tuple[str, str]]:
     return found
 
 
+def _next_message(pubsub: Any, timeout: float = 2.0) -> Any:
+    """The next published message (subscription confirmations are skipped as None)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        message = pubsub.get_message(timeout=0.1)
+        if message is not None:
+            return message
+    return None
+
+
 def test_a_header_runs_its_rms_iteration_and_no_iterate_task_is_sent(
         settings: Settings) -> None:
     prepare_database(settings, load_topology(settings.topology_file))
@@ -52,9 +64,16 @@ def test_a_header_runs_its_rms_iteration_and_no_iterate_task_is_sent(
         job = grid.job_request(RSL, barrier_timeout=60)
         co = grid.coallocator
         broker.delete("scheduler")
+        events = store.pubsub(ignore_subscribe_messages=True)
+        events.psubscribe(f"{PREFIX}:*:events")
         gram_a, stored = co.submit_subjob(job.id, 0, iterate=True)  # as a header does
         state, nodes = _maui_state(grid, gram_a)
         assert stored and state is MauiJobState.STARTING and sum(nodes.values()) == 1
+        # its PENDING is announced all the same (sent with the iteration lock's round trip)
+        message = _next_message(events)
+        assert message is not None and message["channel"] == channel(gram_a).encode()
+        assert JobEvent.from_json(message["data"]).state == "PENDING"
+        events.close()
         assert _immediate(broker) == []  # scheduled here: no iterate task sent (the only
         # one queued is the lease watch an iteration that started a job always sends)
         assert sum(broker.llen(f"node.rmA.{n}") for n in nodes) == 1  # its launch waits

@@ -6,7 +6,9 @@ import pytest
 import redis
 
 from grid_tasks.duroc.store import CoordinationStore
-from grid_tasks.duroc.store_errors import AccessDeniedError, StoreUnavailableError
+from grid_tasks.duroc.store_errors import (
+    AccessDeniedError, JobExistsError, StoreUnavailableError,
+)
 from grid_tasks.duroc.store_models import SubjobSpec
 
 
@@ -91,6 +93,34 @@ def test_empty_script_cache_is_reported_and_recoverable(
     assert runtime_a.enter("A", 0, 0)["state"] == "open"
 
 
+def test_job_creation_reloads_an_emptied_script_cache(store: CoordinationStore) -> None:
+    """CREATE runs by EVALSHA alone; when the server lost its scripts (restart, SCRIPT
+    FLUSH) it loads all of them, so the job's EVALSHA-only user finds ENTER too."""
+    store.client.script_flush()
+    store.create_job("C", [SubjobSpec("c", 1)])
+    shas = [s.sha for s in store._scripts.values()]
+    assert all(store.client.script_exists(*shas))
+    runtime = CoordinationStore.from_url(store.grant_access("C", scripts_loaded=True))
+    try:
+        assert runtime.enter("C", 0, 0)["state"] == "open"
+    finally:
+        runtime.close()
+    with pytest.raises(JobExistsError):  # a second CREATE is still refused, typed
+        store.create_job("C", [SubjobSpec("c", 1)])
+
+
+def test_granted_url_is_remembered_in_the_same_round_trip(store: CoordinationStore) -> None:
+    store.create_job("D", [SubjobSpec("d", 1)])
+    url = store.grant_access("D", scripts_loaded=True, remember=("test:url:D", 120))
+    assert store.client.get("test:url:D").decode() == url
+    assert 0 < store.client.ttl("test:url:D") <= 120
+    runtime = CoordinationStore.from_url(url)
+    try:
+        assert runtime.snapshot("D").subjobs[0].label == "d"
+    finally:
+        runtime.close()
+
+
 @pytest.mark.parametrize("url,expected", [
     ("redis://:secret@10.0.0.5:6380/3", "redis://grid_tasks-job-A:pw%2F1@10.0.0.5:6380/3"),
     ("rediss://old:x@redis.example/1", "rediss://grid_tasks-job-A:pw%2F1@redis.example/1"),
@@ -98,7 +128,7 @@ def test_empty_script_cache_is_reported_and_recoverable(
      "unix:///run/redis.sock?db=2&username=grid_tasks-job-A&password=pw%2F1"),
 ])
 def test_runtime_url_carries_only_the_job_credentials(url: str, expected: str) -> None:
-    from grid_tasks.duroc.store import _with_credentials
+    from grid_tasks.duroc.store_access import _with_credentials
 
     assert _with_credentials(url, "grid_tasks-job-A", "pw/1") == expected
 
