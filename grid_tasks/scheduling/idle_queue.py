@@ -14,6 +14,7 @@ do that): the RM row's creation time, read along, tells such a database apart.
 from __future__ import annotations
 
 import threading
+from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import bindparam, select
@@ -38,29 +39,45 @@ _known: dict[tuple[str, str], tuple[Any, dict[int, tuple[int, Job]]]] = {}
 _lock = threading.Lock()
 
 
-def idle_core_jobs(session: Any, rm: str) -> list[Job]:
-    """The core jobs of ``rm``'s idle queue in queue order (priority, submission, id);
-    those unchanged since an earlier call (same id and version) are not read again."""
-    key = (str(session.get_bind().url), rm)
+@dataclass(frozen=True)
+class QueueSnapshot:
+    """The ``(id, version)`` rows of one RM's idle queue, in queue order, as read at
+    one moment (:func:`read_queue`), and the incarnation of the database they are from."""
+
+    key: tuple[str, str]
+    created: Any
+    rows: list[tuple[int, int]]
+
+
+def read_queue(session: Any, rm: str) -> QueueSnapshot:
+    """Read ``rm``'s idle queue, ids and versions only (cheap even when long)."""
     created = session.execute(_CREATED, {"rm": rm}).scalar()
+    rows = [(int(i), int(v)) for i, v in session.execute(_QUEUE, {"rm": rm})]
+    return QueueSnapshot((str(session.get_bind().url), rm), created, rows)
+
+
+def idle_core_jobs(session: Any, rm: str, queue: QueueSnapshot | None = None) -> list[Job]:
+    """The core jobs of ``rm``'s idle queue (as ``queue`` read it, else read now) in
+    queue order (priority, submission, id); those unchanged since an earlier call (same
+    id and version) are not read again."""
+    queue = read_queue(session, rm) if queue is None else queue
     with _lock:
-        incarnation, known = _known.get(key, (None, {}))
-    if incarnation != created:
+        incarnation, known = _known.get(queue.key, (None, {}))
+    if incarnation != queue.created:
         known = {}
-    queue = session.execute(_QUEUE, {"rm": rm}).all()
-    stale = [job_id for job_id, version in queue
+    stale = [job_id for job_id, version in queue.rows
              if known.get(job_id, (None,))[0] != version]
     fresh: dict[int, Job] = {}
     for start in range(0, len(stale), CHUNK):
         for row in session.execute(_ROWS, {"ids": stale[start:start + CHUNK]}):
             fresh[row.id] = core_job(row)
     kept: dict[int, tuple[int, Job]] = {}
-    for job_id, version in queue:
+    for job_id, version in queue.rows:
         if job_id in fresh:
             kept[job_id] = (version, fresh[job_id])
         elif job_id in known and known[job_id][0] == version:
             kept[job_id] = known[job_id]
         # else: gone between the two reads (started, cancelled): not idle any more
     with _lock:
-        _known[key] = (created, kept)  # jobs no longer idle are forgotten
+        _known[queue.key] = (queue.created, kept)  # jobs no longer idle are forgotten
     return [job for _, job in kept.values()]

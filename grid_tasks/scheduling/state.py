@@ -326,6 +326,15 @@ def load_scheduler(session: Session, rm: str, *, now: float, registry: Any = Non
     _charge_fairshare(sched, session, rm, now)
     lazy = idle_if_free and not modules
     rows = live_jobs(session, rm, idle=not lazy)
+    queue = None
+    if lazy:
+        from grid_tasks.scheduling.idle_queue import read_queue
+
+        # The queue is read before the reservations (as live_jobs reads it otherwise):
+        # every SELECT sees the newest commit (SQLite outside a write, PostgreSQL's READ
+        # COMMITTED), so a reservation made before a job was submitted is then always
+        # seen with that job, never the job without it.
+        queue = read_queue(session, rm)
     _restore_running(sched, rows, rm, now)
     for row in _admin_reservations(session, rm, now):
         try:
@@ -341,7 +350,7 @@ def load_scheduler(session: Session, rm: str, *, now: float, registry: Any = Non
         if not sched.nothing_free(now):
             from grid_tasks.scheduling.idle_queue import idle_core_jobs
 
-            for job in idle_core_jobs(session, rm):
+            for job in idle_core_jobs(session, rm, queue):
                 sched.submit(job, now)
         return sched
     for row in rows:

@@ -185,3 +185,40 @@ def test_a_full_machines_idle_queue_is_unread_and_decisions_are_the_same(session
     assert decided[0] == decided[1]
     if full:
         assert decided[1] == []
+
+
+@pytest.mark.parametrize("lazy", [False, True])
+def test_a_reservation_made_before_a_job_is_never_missed_with_that_job(sessions, lazy):
+    """Another client commits a reservation for alice, then bob's job, while an iteration
+    is loading (right after it read the reservations): the iteration may miss both, never
+    the reservation alone, so bob never starts on the reserved nodes (CI saw it did)."""
+    from sqlalchemy import event
+
+    engine = db.get_engine(sessions.kw["bind"].url)
+    made: list[int] = []
+
+    def make_both(conn, cursor, statement, *_):
+        if made or "FROM reservations" not in statement:
+            return
+        now = datetime.now(timezone.utc)
+        with db.session_scope(sessions) as other:
+            other.add(db.Reservation(name="maint", rm="rmA", kind=db.ReservationKind.ADMIN,
+                                     acl={"users": ["alice"]}, nodes=["node1", "node2"],
+                                     start_time=now - timedelta(minutes=1),
+                                     end_time=now + timedelta(hours=1)))
+        with db.session_scope(sessions) as other:
+            made.append(_job(other, "&(executable=/bin/true)", user="bob").id)
+
+    event.listen(engine, "after_cursor_execute", make_both)
+    try:
+        with db.session_scope(sessions) as s:
+            sched = load_scheduler(s, "rmA", now=time.time(), idle_if_free=lazy)
+            assert made  # committed mid-load
+            started = sched.iterate(time.time()).started
+    finally:
+        event.remove(engine, "after_cursor_execute", make_both)
+    assert started == [] and [j.id for j in sched.idle_jobs()] in ([], [str(made[0])])
+    with db.session_scope(sessions) as s:  # the next iteration sees both: bob waits
+        sched = load_scheduler(s, "rmA", now=time.time(), idle_if_free=lazy)
+        assert sched.iterate(time.time()).started == []
+        assert [j.id for j in sched.idle_jobs()] == [str(made[0])]
