@@ -93,14 +93,17 @@ def test_admin_reservation_is_honoured(module_grid, caplog):
                                 start_time=now - timedelta(minutes=1),
                                 end_time=now + timedelta(hours=1)))
     outsider = grid.submit("&(executable=/bin/true)", rm="rmA", user="bob")
-    insider = grid.submit("&(executable=/bin/true)(count=2)", rm="rmA", user="alice")
-    assert insider.wait(timeout=20).state is JobState.DONE
-    # iterations ran after bob's submission (alice's job started), yet bob stays out
-    assert outsider.status().state is JobState.PENDING
-    assert outsider.status().nodes == {}
-    grid.cancel(outsider.id)
-    with session_scope(grid.sessions) as session:  # leave the shared grid unreserved
-        session.query(Reservation).filter_by(name="maint").delete()
+    try:
+        insider = grid.submit("&(executable=/bin/true)(count=2)", rm="rmA", user="alice")
+        assert insider.wait(timeout=20).state is JobState.DONE
+        # iterations ran after bob's submission (alice's job started), yet bob stays out
+        assert outsider.status().state is JobState.PENDING
+        assert outsider.status().nodes == {}
+    finally:  # leave the shared grid idle and unreserved, whatever happened
+        if not outsider.status().state.terminal:
+            grid.cancel(outsider.id)
+        with session_scope(grid.sessions) as session:
+            session.query(Reservation).filter_by(name="maint").delete()
 
 
 def _wait_state(handle, state, timeout=20.0):
