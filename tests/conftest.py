@@ -46,32 +46,7 @@ from grid_tasks.settings import Settings
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 CONFIG_DIR = REPO_ROOT / "config"
-
-
-def _clock_free_copy(topology: Path) -> Path:
-    """``topology`` and its policy files copied to a private folder, standing
-    reservations (SRCFG) left out: the demo policy's weekday 08:00-18:00 reservation on
-    node1 made live tests that fill rmA pass at night and fail by day."""
-    import atexit
-    import shutil
-    import tempfile
-
-    folder = Path(tempfile.mkdtemp(prefix="grid_tasks-test-topology-"))
-    atexit.register(shutil.rmtree, folder, ignore_errors=True)
-    shutil.copy(topology, folder / topology.name)
-    for policy in topology.parent.glob("*.cfg"):
-        kept, continued = [], False
-        for line in policy.read_text().splitlines():
-            dropped = continued or line.startswith("SRCFG[")
-            continued = dropped and line.rstrip().endswith("\\")
-            if not dropped:
-                kept.append(line)
-        (folder / policy.name).write_text("\n".join(kept) + "\n")
-    return folder / topology.name
-
-
-#: The demo grid for live tests, scheduling the same at any time of day.
-DEMO_TOPOLOGY = _clock_free_copy(CONFIG_DIR / "demo-grid.toml")
+DEMO_TOPOLOGY = CONFIG_DIR / "demo-grid.toml"
 SHARED_DIR = REPO_ROOT.parent / "shared"  # specs, workloads: beside the checkout
 
 

@@ -47,16 +47,17 @@ def until(predicate: Callable[[], T], timeout: float, what: str, poll: float = 0
 
 
 def _fast_policy_dir(directory: Path, poll_s: int) -> Path:
-    """The demo topology and maui.cfg copied with a short RMPOLLINTERVAL and DEFERTIME
+    """The demo topology and its policy copied with a short RMPOLLINTERVAL and DEFERTIME
     (a launch lost to an injected fault is retried within seconds, not minutes)."""
     directory.mkdir(parents=True, exist_ok=True)
     src = default_config_file("demo-grid.toml")
     shutil.copy(src, directory / "grid.toml")
-    cfg = (src.parent / "maui.cfg").read_text()
+    (policy,) = {rm.policy_file for rm in load_topology(src).rms.values()}
+    cfg = policy.read_text()
     cfg = re.sub(r"^RMPOLLINTERVAL.*$", f"RMPOLLINTERVAL          00:00:{poll_s:02d}", cfg,
                  flags=re.MULTILINE)
     cfg = re.sub(r"^DEFERTIME.*$", "DEFERTIME               00:00:02", cfg, flags=re.MULTILINE)
-    (directory / "maui.cfg").write_text(cfg)
+    (directory / policy.name).write_text(cfg)
     return directory / "grid.toml"
 
 
