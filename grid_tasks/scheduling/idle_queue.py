@@ -33,7 +33,6 @@ _QUEUE = select(JobRow.id, JobRow.version).where(
     JobRow.rm == bindparam("rm"), JobRow.state == JobState.PENDING,
     JobRow.maui_state.in_(IDLE_MAUI_STATES)).order_by(*_ORDER)
 _ROWS = select(*_IDLE_COLUMNS).where(JobRow.id.in_(bindparam("ids", expanding=True)))
-_CREATED = select(ResourceManager.created_at).where(ResourceManager.name == bindparam("rm"))
 
 _known: dict[tuple[str, str], tuple[Any, dict[int, tuple[int, Job]]]] = {}
 _lock = threading.Lock()
@@ -51,7 +50,9 @@ class QueueSnapshot:
 
 def read_queue(session: Any, rm: str) -> QueueSnapshot:
     """Read ``rm``'s idle queue, ids and versions only (cheap even when long)."""
-    created = session.execute(_CREATED, {"rm": rm}).scalar()
+    # (the iteration has the RM's row in the session already: no query then)
+    row = session.get(ResourceManager, rm)
+    created = None if row is None else row.created_at
     rows = [(int(i), int(v)) for i, v in session.execute(_QUEUE, {"rm": rm})]
     return QueueSnapshot((str(session.get_bind().url), rm), created, rows)
 

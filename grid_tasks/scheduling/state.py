@@ -30,6 +30,7 @@ from sqlalchemy.orm import Session
 from grid_tasks.db import AccountingRecord as Acct
 from grid_tasks.db import ReservationKind, repository
 from grid_tasks.db.models import Job as JobRow
+from grid_tasks.db.models import Node as NodeRow
 from grid_tasks.db.models import Reservation as ReservationRow
 from grid_tasks.errors import GridTasksError
 from grid_tasks.maui import ACL, Job, Node, Reservation, Scheduler, SchedulerConfig
@@ -123,7 +124,7 @@ def _rm_nodes(session: Session, rm: str, topology: Any) -> tuple[list[Node], str
         return nodes, (str(spec.policy_file) if spec.policy_file else None)
     row = repository.get_rm(session, rm)
     nodes = [Node(n.name, n.procs, n.memory_mb or 0, n.disk_mb or 0, n.swap_mb or 0,
-                  frozenset(n.features or ())) for n in repository.list_nodes(session, rm)]
+                  frozenset(n.features or ())) for n in session.execute(_NODES, {"rm": rm})]
     return nodes, row.policy_file
 
 
@@ -194,6 +195,10 @@ _LIVE = select(*_COLUMNS).where(JobRow.rm == bindparam("rm"),
 _HOLDING = _LIVE.where((JobRow.state == JobState.ACTIVE)
                        | (JobRow.maui_state == MauiJobState.STARTING)).order_by(*_ORDER)
 _LIVE = _LIVE.order_by(*_ORDER)
+# (plain rows: every iteration reads them, and only these columns)
+_NODES = select(NodeRow.name, NodeRow.procs, NodeRow.memory_mb, NodeRow.disk_mb,
+                NodeRow.swap_mb, NodeRow.features).where(
+    NodeRow.rm == bindparam("rm")).order_by(NodeRow.name)
 _RESERVATIONS = select(ReservationRow).where(
     ReservationRow.rm == bindparam("rm"), ReservationRow.end_time > bindparam("after")) \
     .order_by(ReservationRow.start_time, ReservationRow.id)
