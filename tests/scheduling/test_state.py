@@ -53,13 +53,18 @@ def test_idle_running_and_reserved_state_is_loaded(sessions):
         assert sched.iterate(time.time()).started == []
 
 
-def test_admitted_user_starts_inside_the_reservation(sessions):
+def _reserve_for_alice(session, name):
+    """An admin reservation of rmA's two nodes for alice, begun a minute ago."""
     now = datetime.now(timezone.utc)
+    session.add(db.Reservation(name=name, rm="rmA", kind=db.ReservationKind.ADMIN,
+                               acl={"users": ["alice"]}, nodes=["node1", "node2"],
+                               start_time=now - timedelta(minutes=1),
+                               end_time=now + timedelta(hours=1)))
+
+
+def test_admitted_user_starts_inside_the_reservation(sessions):
     with db.session_scope(sessions) as s:
-        s.add(db.Reservation(name="r1", rm="rmA", kind=db.ReservationKind.ADMIN,
-                             acl={"users": ["alice"]}, nodes=["node1", "node2"],
-                             start_time=now - timedelta(minutes=1),
-                             end_time=now + timedelta(hours=1)))
+        _reserve_for_alice(s, "r1")
         alice = _job(s, "&(executable=/bin/true)(count=2)", user="alice").id
         _job(s, "&(executable=/bin/true)", user="bob")
     with db.session_scope(sessions) as s:
@@ -200,12 +205,8 @@ def test_a_reservation_made_before_a_job_is_never_missed_with_that_job(sessions,
     def make_both(conn, cursor, statement, *_):
         if made or "FROM reservations" not in statement:
             return
-        now = datetime.now(timezone.utc)
         with db.session_scope(sessions) as other:
-            other.add(db.Reservation(name="maint", rm="rmA", kind=db.ReservationKind.ADMIN,
-                                     acl={"users": ["alice"]}, nodes=["node1", "node2"],
-                                     start_time=now - timedelta(minutes=1),
-                                     end_time=now + timedelta(hours=1)))
+            _reserve_for_alice(other, "maint")
         with db.session_scope(sessions) as other:
             made.append(_job(other, "&(executable=/bin/true)", user="bob").id)
 
