@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import bindparam, func, select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session, selectinload
 
 from grid_tasks.errors import NotFoundError
@@ -89,17 +89,13 @@ def list_rms(session: Session) -> list[ResourceManager]:
     return list(session.scalars(select(ResourceManager).order_by(ResourceManager.name)))
 
 
-_NODES = select(Node).order_by(Node.rm, Node.name)
-# Built once: every scheduling iteration reads its RM's nodes (memoized cache key).
-_NODES_OF_RM = _NODES.where(Node.rm == bindparam("rm"))
-
-
 def list_nodes(session: Session, rm: str | None = None) -> list[Node]:
     """Every node (of ``rm`` if given), by RM then name."""
-    if rm is None:
-        return list(session.scalars(_NODES))
-    get_rm(session, rm)
-    return list(session.scalars(_NODES_OF_RM, {"rm": rm}))
+    stmt = select(Node).order_by(Node.rm, Node.name)
+    if rm is not None:
+        get_rm(session, rm)
+        stmt = stmt.where(Node.rm == rm)
+    return list(session.scalars(stmt))
 
 
 def get_coallocation(session: Session, coallocation_id: int) -> CoallocatedJob:
