@@ -333,7 +333,7 @@ def load_scheduler(session: Session, rm: str, *, now: float, registry: Any = Non
     rows = live_jobs(session, rm, idle=not lazy)
     queue = None
     if lazy:
-        from grid_tasks.scheduling.idle_queue import read_queue
+        from grid_tasks.scheduling.idle_queue import idle_core_jobs, read_queue
 
         # The queue is read before the reservations (as live_jobs reads it otherwise):
         # every SELECT sees the newest commit (SQLite outside a write, PostgreSQL's READ
@@ -353,8 +353,6 @@ def load_scheduler(session: Session, rm: str, *, now: float, registry: Any = Non
             sched.update_node(name, now, state=state)
     if lazy:
         if not sched.nothing_free(now):
-            from grid_tasks.scheduling.idle_queue import idle_core_jobs
-
             for job in idle_core_jobs(session, rm, queue):
                 sched.submit(job, now)
         return sched
