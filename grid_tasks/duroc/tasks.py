@@ -62,8 +62,8 @@ def watch_subjob(self: Any, *, rm: str, job: int, address: int, deadline: float,
     """
     co = coallocator_for(self.app)
     info = self.request.delivery_info or {}
-    url = co.note_delivery(job, address, self.request.id, bool(info.get("redelivered")))
-    result = co.watch_step(job, address, deadline, slice_s, url=url)
+    delivery = co.note_delivery(job, address, self.request.id, bool(info.get("redelivered")))
+    result = co.watch_step(job, address, deadline, slice_s, delivery=delivery)
     if result is None:
         raise self.retry(countdown=0)
     return result
