@@ -29,9 +29,9 @@ from grid_tasks.db import ConcurrentUpdateError, session_scope
 from grid_tasks.db.models import CoallocatedJob
 from grid_tasks.db.models.jobs import BarrierState as SqlBarrier
 from grid_tasks.duroc.control_rows import (
-    DEFAULT_BARRIER_TIMEOUT_S, FACTS_KEY, URL_KEY, check_rms as _check_rms,
-    coalloc_row as _coalloc, detach as _detach, facts_fields, insert_coallocation,
-    labels as _labels, link_subjob, retrying as _retrying, submission_facts,
+    DEFAULT_BARRIER_TIMEOUT_S, URL_KEY, check_rms as _check_rms, coalloc_row as _coalloc,
+    detach as _detach, insert_coallocation, labels as _labels, link_subjob,
+    retrying as _retrying, submission_facts,
 )
 from grid_tasks.duroc.control_structure import StructureChanges
 from grid_tasks.duroc.control_watch import HeaderSteps
@@ -77,18 +77,16 @@ class Coallocator(HeaderSteps, StructureChanges):
         subs = lower(rsl, variables, source=source)
         labels = _labels(subs, set())
         deadline = time.time() + float(barrier_timeout)
-        owner = user or getpass.getuser()
         with session_scope(self.grid.sessions) as session:
             _check_rms(session, subs)
-            job_id = insert_coallocation(session, rsl, owner, barrier_timeout, subs, labels)
+            job_id = insert_coallocation(session, rsl, user or getpass.getuser(),
+                                         barrier_timeout, subs, labels)
         sid = store_id(job_id)
         self.store.create_job(sid, [SubjobSpec(label, sub.count, sub.start_type, sub.comms_type)
                                     for sub, label in zip(subs, labels)],
                               ttl_s=float(barrier_timeout) + 24 * 3600, auto_release=True)
-        self.store.grant_access(  # scripts loaded by create_job
-            sid, scripts_loaded=True, remember=(URL_KEY.format(job_id),
-                                                int(barrier_timeout) + 24 * 3600),
-            also={FACTS_KEY.format(job_id): facts_fields(subs, labels, owner, barrier_timeout)})
+        self.store.grant_access(sid, scripts_loaded=True,  # by create_job
+                                remember=(URL_KEY.format(job_id), int(barrier_timeout) + 24 * 3600))
         self._start(job_id, [(a, sub) for a, sub in enumerate(subs)], deadline)
         return job_id
 
@@ -116,22 +114,19 @@ class Coallocator(HeaderSteps, StructureChanges):
 
     # -- subjob submission and watching (run by the header tasks) -------------------------
     def submit_subjob(self, job_id: int, address: int, iterate: bool = False,
-                      url: bytes | None = None, facts: Any = None) -> tuple[int, bool]:
+                      url: bytes | None = None) -> tuple[int, bool]:
         """Submit subjob ``address`` through GRAM once (idempotent): (its GRAM job id,
         stored by this call).  The GRAM job is stored linked to its subjob, in one
         transaction; a retry after a failure in between links it then.  ``iterate``:
         run the RM's iteration here at once instead of triggering it (a header task, in
-        its gatekeeper: the subjob's start then waits for no other task).  ``url`` and
-        ``facts`` (a header's first run: see ``note_delivery``) spare reading them."""
+        its gatekeeper: the subjob's start then waits for no other task)."""
         from grid_tasks.gram.records import Outbox
         from grid_tasks.gram.submission import store_submission
         from grid_tasks.rsl import lower
         from grid_tasks.runtime import runtime_environment
 
-        sub = facts
-        if sub is None:
-            with session_scope(self.grid.sessions) as session:
-                sub = submission_facts(session, job_id, address)
+        with session_scope(self.grid.sessions) as session:
+            sub = submission_facts(session, job_id, address)
         if sub.gram_job_id is not None:
             return int(sub.gram_job_id), False
         rsl, rm, label, owner = sub.rsl, sub.rm, sub.label or str(address), sub.owner

@@ -4,10 +4,7 @@ so it outlives the store's purge at the job's end)."""
 
 from __future__ import annotations
 
-import json
 import time
-from dataclasses import dataclass
-from types import SimpleNamespace
 from typing import Any
 
 from sqlalchemy import bindparam, insert, update
@@ -15,7 +12,6 @@ from sqlalchemy import bindparam, insert, update
 from grid_tasks.db import ConcurrentUpdateError
 from grid_tasks.db.models import CoallocatedJob, Subjob
 from grid_tasks.duroc.errors import CoallocFinishedError, CoallocRequestError
-from grid_tasks.duroc.records import store_id
 from grid_tasks.errors import NotFoundError
 from grid_tasks.states import JobState
 
@@ -30,58 +26,22 @@ DELIVERIES_TTL_S = 24 * 3600
 #: Per coallocated job: its processes' runtime URL (their store credentials), kept for
 #: the header tasks that submit its subjobs.
 URL_KEY = "grid_tasks:duroc:url:{}"
-#: Per coallocated job, by subjob address: what the first submission of a subjob needs
-#: (:func:`submission_facts`'s fields as JSON), stored by the request with the URL so a
-#: header's first run reads no SQL row before submitting.  SQL stays the record: later
-#: runs, and subjobs added afterwards, read it there.
-FACTS_KEY = "grid_tasks:duroc:facts:{}"
 
 
-@dataclass(frozen=True)
-class Delivery:
-    """What one run of a header task read in its first round trip."""
-
-    url: bytes | None  #: the job's runtime URL (None: gone)
-    facts: Any  #: its subjob's submission facts when this is the first run, else None
-    snapshot: Any  #: the coordination store's SNAPSHOT reply (see ``snapshot_reply``)
-
-
-def note_delivery(store: Any, job_id: int, address: int, task_id: str | None,
-                  redelivered: bool) -> Delivery:
-    """Count one delivery of the header task watching ``address``, reading in the same
-    round trip the job's runtime URL, the store's snapshot and, on the header's first
-    run (nothing can have submitted its subjob yet), the subjob's submission facts."""
+def note_delivery(client: Any, job_id: int, address: int, task_id: str | None,
+                  redelivered: bool) -> bytes | None:
+    """Count one delivery of the header task watching ``address``; the job's runtime URL
+    (None when gone), read in the same round trip: the header's submission needs it."""
     key = DELIVERIES_KEY.format(job_id)
-    pipe = store.client.pipeline(transaction=False)
+    pipe = client.pipeline(transaction=False)
     pipe.get(URL_KEY.format(job_id))
-    pipe.hget(FACTS_KEY.format(job_id), str(address))
-    store.queue_snapshot(pipe, store_id(job_id))
     pipe.hincrby(key, f"{address}:runs", 1)
     if redelivered:
         pipe.hincrby(key, f"{address}:redelivered", 1)
     if task_id:
         pipe.hset(key, f"{address}:task", task_id)
     pipe.expire(key, DELIVERIES_TTL_S)
-    replies = pipe.execute(raise_on_error=False)
-    url, facts, snapshot, runs = replies[:4]
-    for reply in (url, facts, runs):  # the snapshot's own error is raised when it is read
-        if isinstance(reply, Exception):
-            raise reply
-    first = runs == 1 and not redelivered and facts is not None
-    return Delivery(url, _facts(json.loads(facts)) if first else None, snapshot)
-
-
-def facts_fields(subs: list[Any], labels: list[str], owner: str,
-                 barrier_timeout: float) -> dict[str, str]:
-    """The :data:`FACTS_KEY` fields of a request's subjobs (address -> JSON)."""
-    return {str(address): json.dumps({
-        "rsl": sub.gram_rsl(), "rm": sub.rm_contact, "label": label, "owner": owner,
-        "barrier_timeout": float(barrier_timeout)})
-        for address, (sub, label) in enumerate(zip(subs, labels))}
-
-
-def _facts(fields: dict[str, Any]) -> SimpleNamespace:
-    return SimpleNamespace(gram_job_id=None, **fields)
+    return pipe.execute()[0]
 
 
 def header_deliveries(client: Any, job_id: int) -> dict[int, dict[str, Any]]:

@@ -12,7 +12,7 @@ import logging
 import time
 from typing import Any
 
-from grid_tasks.duroc.control_rows import Delivery, header_deliveries, note_delivery
+from grid_tasks.duroc.control_rows import header_deliveries, note_delivery
 from grid_tasks.duroc.errors import BarrierDeadlineError, CoallocFinishedError, SubjobFailedError
 from grid_tasks.duroc.records import parse_job_ref, store_id
 from grid_tasks.duroc.store_errors import (
@@ -35,11 +35,10 @@ class HeaderSteps:
     release_step: Any
 
     def note_delivery(self, job_id: int, address: int, task_id: str | None,
-                      redelivered: bool) -> Delivery:
-        """Count one delivery of the header task watching ``address``; what its run
-        needs, read in the same round trip (see
-        :func:`~grid_tasks.duroc.control_rows.note_delivery`)."""
-        return note_delivery(self.store, job_id, address, task_id, redelivered)
+                      redelivered: bool) -> bytes | None:
+        """Count one delivery of the header task watching ``address``; the job's runtime
+        URL (see :func:`~grid_tasks.duroc.control_rows.note_delivery`)."""
+        return note_delivery(self.store.client, job_id, address, task_id, redelivered)
 
     def header_deliveries(self, job: int | str) -> dict[int, dict[str, Any]]:
         """Per subjob address: ``runs`` and ``redelivered`` counts and the ``task`` id of
@@ -47,19 +46,17 @@ class HeaderSteps:
         return header_deliveries(self.store.client, parse_job_ref(job))
 
     def watch_step(self, job_id: int, address: int, deadline: float, slice_s: float = 1.0,
-                   delivery: Delivery | None = None) -> dict[str, Any] | None:
+                   url: bytes | None = None) -> dict[str, Any] | None:
         """One bounded step of a header task: a result, None (call again), or an error.
-        ``delivery``: what :meth:`note_delivery` read for this run (else read here)."""
+        ``url``: the job's runtime URL if already read (else the submission reads it)."""
         sid = store_id(job_id)
-        info = self._barrier_info(job_id, address, delivery)
+        info = self._barrier_info(job_id, address)
         if info is None:
             return {"address": address, "deleted": True}
         if info.complete:
             return {"address": address, "label": info.label, "entered": info.entered}
         try:
-            gram_id, stored = self.submit_subjob(
-                job_id, address, iterate=True, url=delivery and delivery.url,
-                facts=delivery and delivery.facts)
+            gram_id, stored = self.submit_subjob(job_id, address, iterate=True, url=url)
         except CoallocFinishedError:
             if self._barrier_info(job_id, address) is None:  # deleted since the look above
                 return {"address": address, "deleted": True}
@@ -93,11 +90,9 @@ class HeaderSteps:
                         job_id, address, exc_info=True)  # and no header must fail for it
         return {"address": address, "label": info.label, "entered": info.size}
 
-    def _barrier_info(self, job_id: int, address: int, delivery: Delivery | None = None) -> Any:
-        sid = store_id(job_id)
+    def _barrier_info(self, job_id: int, address: int) -> Any:
         try:
-            snap = self.store.snapshot(sid) if delivery is None else \
-                self.store.snapshot_reply(sid, delivery.snapshot)
+            snap = self.store.snapshot(store_id(job_id))
         except JobNotFoundError:
             raise CoallocFinishedError(f"coallocated job {job_id} is gone") from None
         if snap.state is BarrierState.ABORTED:

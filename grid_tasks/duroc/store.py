@@ -185,24 +185,6 @@ class CoordinationStore(AccessMixin, MessagingMixin):
         """State, subjobs and barrier entry counts, read atomically."""
         return JobSnapshot.from_json(job, _decode(self._run("SNAPSHOT", job)))
 
-    def queue_snapshot(self, pipe: Any, job: str) -> None:
-        """Queue :meth:`snapshot` on ``pipe`` (a pipeline executed with
-        ``raise_on_error=False``), so it rides another round trip; read the reply with
-        :meth:`snapshot_reply`."""
-        keys = self.keys(job)
-        pipe.evalsha(self._scripts["SNAPSHOT"].sha, len(keys.fixed), *keys.fixed, keys.base)
-
-    def snapshot_reply(self, job: str, reply: Any) -> JobSnapshot:
-        """The snapshot of a :meth:`queue_snapshot` reply (an error reply raised, typed)."""
-        from redis.exceptions import NoScriptError  # control side: redis-py is loaded
-
-        if isinstance(reply, NoScriptError):  # an emptied script cache: reload, ask again
-            return self.snapshot(job)
-        if isinstance(reply, Exception):
-            with translated(job):
-                raise reply
-        return JobSnapshot.from_json(job, _decode(reply))
-
     def structure(self, job: str) -> JobStructure:
         """The current structure (the frozen one once released)."""
         snap = self.snapshot(job)

@@ -19,16 +19,14 @@ class AccessMixin:
     load_scripts: Any
 
     def grant_access(self, job: str, url: str | None = None, *, scripts_loaded: bool = False,
-                     remember: tuple[str, int] | None = None,
-                     also: dict[str, dict[str, str]] | None = None) -> str:
+                     remember: tuple[str, int] | None = None) -> str:
         """Create a Redis ACL user confined to this job's keys; its runtime URL.
 
         ``url`` is the server URL processes should reach (defaults to this
         client's); its credentials are replaced by the job user's.  The scripts are
         loaded first (the job's processes may only EVALSHA) unless ``scripts_loaded``
         (:meth:`create_job` has just done it).  ``remember=(key, seconds)`` also stores
-        the runtime URL under ``key`` for that long, in the same round trip, and ``also``
-        (key -> hash fields) as hashes kept as long.
+        the runtime URL under ``key`` for that long, in the same round trip.
         """
         import secrets  # control side only: the job side need not import it
 
@@ -41,9 +39,6 @@ class AccessMixin:
         pipe.execute_command("ACL", "SETUSER", keys.acl_user(), *keys.acl_rules(password))
         if remember is not None:
             pipe.set(remember[0], runtime_url, ex=remember[1])
-            for key, fields in (also or {}).items():
-                pipe.hset(key, mapping=fields)
-                pipe.expire(key, remember[1])
         with translated(job):
             pipe.execute()
         return runtime_url

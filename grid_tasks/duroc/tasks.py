@@ -62,8 +62,8 @@ def watch_subjob(self: Any, *, rm: str, job: int, address: int, deadline: float,
     """
     co = coallocator_for(self.app)
     info = self.request.delivery_info or {}
-    delivery = co.note_delivery(job, address, self.request.id, bool(info.get("redelivered")))
-    result = co.watch_step(job, address, deadline, slice_s, delivery=delivery)
+    url = co.note_delivery(job, address, self.request.id, bool(info.get("redelivered")))
+    result = co.watch_step(job, address, deadline, slice_s, url=url)
     if result is None:
         raise self.retry(countdown=0)
     return result
