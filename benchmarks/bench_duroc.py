@@ -25,8 +25,11 @@ stage along each job's critical path (the subjob whose processes entered last):
                 (runtime import, store connection, barrier entry)
     release     last barrier entry -> the barrier released (store event)
 
+``--cpu`` adds, from further sequential jobs, the CPU the machine spent from submit to
+released, by process kind (see ``cpu_window``): whether that window is CPU-bound.
+
     .venv/bin/python benchmarks/bench_duroc.py [--jobs 20] [--rounds 3] [--concurrent 20]
-                                               [--profile]
+                                               [--profile] [--cpu]
 """
 
 from __future__ import annotations
@@ -165,6 +168,26 @@ def print_profile(profiles: list[dict[str, float]], chord_s: float) -> None:
           f"{gram * 1e3:.1f} ms")
 
 
+def coalloc_cpu(stack, grid, n: int) -> tuple[Any, float]:
+    """CPU seconds per process kind, and wall seconds, summed over the submit -> released
+    windows of ``n`` sequential jobs (a separate phase: sampling costs CPU itself)."""
+    from collections import Counter
+
+    from cpu_window import CpuMeter
+
+    meter, spent, wall = CpuMeter(stack), Counter(), 0.0
+    for _ in range(n):
+        before, t0 = meter.sample(), time.perf_counter()
+        job = grid.job_request(rsl(), barrier_timeout=60)
+        store_events(grid.coallocator.store, job.id)
+        wall += time.perf_counter() - t0
+        spent.update(meter.sample() - before)  # a job's window only, not its end
+        if job.wait(timeout=60).state.value != "DONE":
+            raise SystemExit(f"job {job.id} did not end DONE")
+        time.sleep(0.1)  # the previous job's end settles outside the next window
+    return spent, wall
+
+
 def coalloc_throughput(grid, n: int) -> float:
     t0 = time.perf_counter()
     jobs = [grid.job_request(rsl(), barrier_timeout=120) for _ in range(n)]
@@ -181,7 +204,8 @@ def overhead_ratio(got: dict[str, list[Any]]) -> tuple[float, float]:
     return overhead, overhead / statistics.median(got["chord"])
 
 
-def report(rounds: list[dict[str, list[Any]]], rate: float, args: Any) -> None:
+def report(rounds: list[dict[str, list[Any]]], rate: float, args: Any,
+           cpu: tuple[Any, float] | None = None) -> None:
     got = {k: [v for r in rounds for v in r[k]] for k in rounds[0]}  # every round pooled
     chord_s, start_s = statistics.median(got["chord"]), statistics.median(got["start"])
     e2r, s2r = got["e2r"], got["s2r"]
@@ -202,6 +226,10 @@ def report(rounds: list[dict[str, list[Any]]], rate: float, args: Any) -> None:
     print(f"    throughput {rate:.2f} coallocated jobs/s ({args.concurrent} submitted at once)")
     if args.profile:
         print_profile(got["profile"], chord_s)
+    if cpu is not None:
+        from cpu_window import report as report_cpu
+
+        report_cpu(cpu[0], cpu[1], args.jobs)
 
 
 def main() -> None:
@@ -213,6 +241,9 @@ def main() -> None:
     parser.add_argument("--concurrent", type=int, default=20, help="jobs at once")
     parser.add_argument("--profile", action="store_true",
                         help="also print where submit -> released goes, stage by stage")
+    parser.add_argument("--cpu", action="store_true",
+                        help="also print the CPU spent from submit to released, by process "
+                             "kind (--jobs more sequential jobs)")
     args = parser.parse_args()
 
     from grid_tasks.celery_app import create_app
@@ -226,6 +257,7 @@ def main() -> None:
             app, grid = create_app(settings), Grid(settings)
             rounds = [coalloc_latency(app, grid, args.jobs) for _ in range(args.rounds)]
             rate = coalloc_throughput(grid, args.concurrent)
+            cpu = coalloc_cpu(stack, grid, args.jobs) if args.cpu else None
             import gc
 
             gc.collect()  # result objects unsubscribe while the stack's Redis is still up
@@ -233,7 +265,7 @@ def main() -> None:
             app.close()
         finally:
             stack.stop()
-    report(rounds, rate, args)
+    report(rounds, rate, args, cpu)
 
 
 if __name__ == "__main__":
