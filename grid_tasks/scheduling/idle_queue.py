@@ -53,7 +53,7 @@ def read_queue(session: Any, rm: str) -> QueueSnapshot:
     # (the iteration has the RM's row in the session already: no query then)
     row = session.get(ResourceManager, rm)
     created = None if row is None else row.created_at
-    rows = [(int(i), int(v)) for i, v in session.execute(_QUEUE, {"rm": rm})]
+    rows = [(int(i), int(v)) for i, v in session.connection().execute(_QUEUE, {"rm": rm})]
     return QueueSnapshot((str(session.get_bind().url), rm), created, rows)
 
 
@@ -70,7 +70,7 @@ def idle_core_jobs(session: Any, rm: str, queue: QueueSnapshot | None = None) ->
              if known.get(job_id, (None,))[0] != version]
     fresh: dict[int, Job] = {}
     for start in range(0, len(stale), CHUNK):
-        for row in session.execute(_ROWS, {"ids": stale[start:start + CHUNK]}):
+        for row in session.connection().execute(_ROWS, {"ids": stale[start:start + CHUNK]}):
             fresh[row.id] = core_job(row)
     kept: dict[int, tuple[int, Job]] = {}
     for job_id, version in queue.rows:

@@ -124,7 +124,8 @@ def _rm_nodes(session: Session, rm: str, topology: Any) -> tuple[list[Node], str
         return nodes, (str(spec.policy_file) if spec.policy_file else None)
     row = repository.get_rm(session, rm)
     nodes = [Node(n.name, n.procs, n.memory_mb or 0, n.disk_mb or 0, n.swap_mb or 0,
-                  frozenset(n.features or ())) for n in session.execute(_NODES, {"rm": rm})]
+                  frozenset(n.features or ())) for n in session.connection().execute(
+                      _NODES, {"rm": rm})]
     return nodes, row.policy_file
 
 
@@ -174,15 +175,18 @@ def _lenders_for(row: ReservationRow) -> Job | None:
 
 #: Columns the scheduler needs, read as plain rows: no RSL text, no ORM objects, and
 #: of the request JSON only the memory requirement (decoding whole requests of a
-#: thousand idle jobs cost more than the scheduling itself).
+#: thousand idle jobs cost more than the scheduling itself).  Labelled with the job's
+#: attribute names where the column's differs: rows read by Core carry column names.
+_USER, _GROUP, _CLASS = (JobRow.user.label("user"), JobRow.group.label("group"),
+                         JobRow.job_class.label("job_class"))
 _COLUMNS = (JobRow.id, JobRow.state, JobRow.maui_state, JobRow.tasks, JobRow.walltime,
-            JobRow.submit_time, JobRow.start_time, JobRow.user, JobRow.group, JobRow.account,
-            JobRow.job_class, JobRow.qos, JobRow.holds, JobRow.early_start,
+            JobRow.submit_time, JobRow.start_time, _USER, _GROUP, JobRow.account,
+            _CLASS, JobRow.qos, JobRow.holds, JobRow.early_start,
             JobRow.nodes_allocated,
             JobRow.request["min_memory_mb"].as_integer().label("min_memory_mb"))
 #: Those an idle job needs (:func:`core_job`): the queue can be long, each column costs.
-_IDLE_COLUMNS = (JobRow.id, JobRow.tasks, JobRow.walltime, JobRow.submit_time, JobRow.user,
-                 JobRow.group, JobRow.account, JobRow.job_class, JobRow.qos, JobRow.holds,
+_IDLE_COLUMNS = (JobRow.id, JobRow.tasks, JobRow.walltime, JobRow.submit_time, _USER,
+                 _GROUP, JobRow.account, _CLASS, JobRow.qos, JobRow.holds,
                  JobRow.early_start, _COLUMNS[-1])
 
 
@@ -208,7 +212,7 @@ def live_jobs(session: Session, rm: str, *, idle: bool = True) -> list[Any]:
     """PENDING and ACTIVE jobs of ``rm`` (rows with the job's attribute names) in one
     query: priority, then submission order.  ``idle=False``: only those holding nodes
     (running, or starting)."""
-    return list(session.execute(_LIVE if idle else _HOLDING, {"rm": rm}))
+    return list(session.connection().execute(_LIVE if idle else _HOLDING, {"rm": rm}))
 
 
 def idle_jobs(session: Session, rm: str) -> list[Any]:
@@ -270,7 +274,7 @@ def _charge_fairshare(sched: Scheduler, session: Session, rm: str, now: float) -
         # instead of reading every id; a different count means some vanished (or one
         # appeared below the newest charged), and the usage is charged anew.
         entry.charged = {i: end for i, end in entry.charged.items() if end >= since}
-        known = session.scalar(_CHARGED, {**window, "seen": entry.seen})
+        known = session.connection().scalar(_CHARGED, {**window, "seen": entry.seen})
         if known != len(entry.charged):
             entry.fairshare, entry.charged, entry.seen = _fresh_fairshare(sched), {}, 0
         while _charge_rows(entry, session, window) == _CHUNK:
@@ -300,7 +304,7 @@ def _charge_rows(entry: _Usage, session: Session, window: dict[str, Any]) -> int
     id first; how many."""
     fs, count = entry.fairshare, 0
     for rec_id, job_id, procs, user, group, account, job_class, qos, started, ended in \
-            session.execute(_UNCHARGED, {**window, "seen": entry.seen}):
+            session.connection().execute(_UNCHARGED, {**window, "seen": entry.seen}):
         count += 1
         start, end = epoch(started), epoch(ended)
         entry.charged[rec_id], entry.seen = end or 0.0, max(entry.seen, rec_id)
@@ -326,6 +330,9 @@ def load_scheduler(session: Session, rm: str, *, now: float, registry: Any = Non
     on a full machine, reading and ranking it was most of every iteration's cost.
     Raises NotFoundError for an unknown RM.
     """
+    # Its reads are Core statements on the session's connection (no ORM layer per
+    # statement, and so no autoflush): the session's own changes are flushed first.
+    session.flush()
     nodes, policy_file = _rm_nodes(session, rm, topology)
     sched = Scheduler(nodes, policy_config(policy_file), modules=modules)
     _charge_fairshare(sched, session, rm, now)
