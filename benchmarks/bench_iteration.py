@@ -22,10 +22,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-NODES = (("rmA", "node1"), ("rmA", "node2"), ("rmB", "node3"), ("rmB", "node4"))
 
 
-def measure(settings, n: int) -> tuple[list[float], list[float]]:
+def measure(settings, topology, n: int) -> tuple[list[float], list[float]]:
     """(wall ms, CPU ms) of ``n`` iterations, each starting the one job just submitted."""
     import redis
 
@@ -38,8 +37,8 @@ def measure(settings, n: int) -> tuple[list[float], list[float]]:
 
     client = redis.Redis.from_url(settings.redis_url)
     registry = NodeRegistry(client, 3600)
-    for rm, node in NODES:
-        registry.register(rm, node, {}, {}, "bench", time.time())
+    for node in topology.iter_nodes():  # every node alive (no daemon runs here)
+        registry.register(node.rm, node.name, {}, {}, "bench", time.time())
     grid, app = Grid(settings), create_app(settings)
     sessions = db.session_factory(db.get_engine(settings.database_url))
     walls, cpus = [], []
@@ -83,8 +82,9 @@ def main() -> None:
                 "GRID_TASKS_REDIS_URL": server.url(3), "GRID_TASKS_BROKER_URL": server.url(1),
                 "GRID_TASKS_RESULT_BACKEND": server.url(2), "GRID_TASKS_STATE_DIR": tmp,
                 "GRID_TASKS_TOPOLOGY": str(ROOT / "config" / "demo-grid.toml")})
-            prepare_database(settings, load_topology(settings.topology_file))
-            walls, cpus = measure(settings, args.iterations + 20)
+            topology = load_topology(settings.topology_file)
+            prepare_database(settings, topology)
+            walls, cpus = measure(settings, topology, args.iterations + 20)
         finally:
             server.stop()
     walls, cpus = walls[20:], cpus[20:]  # the first ones warm caches and connections
