@@ -221,18 +221,21 @@ class Grid:
         """
         from grid_tasks.duroc.control import DEFAULT_BARRIER_TIMEOUT_S
         from grid_tasks.duroc.handle import CoallocHandle
+        from grid_tasks.rsl import lower
 
+        subs = lower(rsl, variables, source=source)  # once, for both paths below
         if coreserve is not False:
             from grid_tasks.broker.grid_jobs import coallocate
 
             placed = coallocate(self, rsl, user=user, variables=variables, source=source,
                                 barrier_timeout=barrier_timeout or DEFAULT_BARRIER_TIMEOUT_S,
-                                coreserve=coreserve, allow_early=allow_early, lead=lead)
+                                coreserve=coreserve, allow_early=allow_early, lead=lead,
+                                subs=subs)
             if placed is not None:
                 return placed
         job_id = self.coallocator.job_request(
             rsl, user=user, barrier_timeout=barrier_timeout or DEFAULT_BARRIER_TIMEOUT_S,
-            variables=variables, source=source)
+            variables=variables, source=source, lowered=subs)
         return CoallocHandle(self.coallocator, job_id)
 
     def coalloc(self, job: int | str) -> Any:

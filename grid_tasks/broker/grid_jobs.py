@@ -70,16 +70,19 @@ def wake_at(app: Any, rms: Any, start: float, now: float) -> None:
 
 def coallocate(grid: Any, rsl: str, *, user: str | None, barrier_timeout: float,
                variables: dict[str, str] | None, source: str, coreserve: bool | None,
-               allow_early: bool = False, lead: float | None = None) -> Any:
+               allow_early: bool = False, lead: float | None = None,
+               subs: list[Any] | None = None) -> Any:
     """Co-reserve and submit ``rsl`` (see the module docstring); its CoallocHandle, with
     the :class:`CoReservation` as ``handle.coreservation``.  None when the broker is not
-    wanted (``coreserve`` None and every component names its RM)."""
+    wanted (``coreserve`` None and every component names its RM).  ``subs``: ``rsl``
+    lowered already (with ``variables``), not parsed again."""
     from grid_tasks.broker.collection import Requester
     from grid_tasks.broker.live import DEFAULT_LEAD_S, Broker, new_job_key
     from grid_tasks.duroc.handle import CoallocHandle
     from grid_tasks.rsl import lower
 
-    subs = lower(rsl, variables, source=source)
+    if subs is None:
+        subs = lower(rsl, variables, source=source)
     if coreserve is False or (coreserve is None and all(s.rm_contact for s in subs)):
         return None
     requester = Requester.current()

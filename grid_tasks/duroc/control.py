@@ -68,13 +68,15 @@ class Coallocator(HeaderSteps, StructureChanges):
     # -- request ------------------------------------------------------------------------
     def job_request(self, rsl: str, *, user: str | None = None,
                     barrier_timeout: float = DEFAULT_BARRIER_TIMEOUT_S,
-                    variables: dict[str, str] | None = None, source: str = "<rsl>") -> int:
-        """Store and start a coallocated job; its id (see :meth:`Grid.job_request`)."""
+                    variables: dict[str, str] | None = None, source: str = "<rsl>",
+                    lowered: list[Any] | None = None) -> int:
+        """Store and start a coallocated job; its id (see :meth:`Grid.job_request`).
+        ``lowered``: ``rsl`` lowered already (with ``variables``), not parsed again."""
         from grid_tasks.rsl import lower
 
         if not barrier_timeout or barrier_timeout <= 0:
             raise CoallocRequestError(f"barrier_timeout must be positive, not {barrier_timeout!r}")
-        subs = lower(rsl, variables, source=source)
+        subs = lowered if lowered is not None else lower(rsl, variables, source=source)
         labels = _labels(subs, set())
         deadline = time.time() + float(barrier_timeout)
         with session_scope(self.grid.sessions) as session:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from sqlalchemy import bindparam, insert, update
+from sqlalchemy import bindparam, insert, select, update
 
 from grid_tasks.db import ConcurrentUpdateError
 from grid_tasks.db.models import CoallocatedJob, Subjob
@@ -83,16 +83,18 @@ def coalloc_row(session: Any, job_id: int) -> CoallocatedJob:
     return row
 
 
+# Built once, like the statements below: building this join anew costs each header
+# several times what running it does (~0.4 ms against ~0.1 ms, SQLite).
+_FACTS = select(Subjob.gram_job_id, Subjob.rsl, Subjob.rm, Subjob.label,
+                CoallocatedJob.owner, CoallocatedJob.barrier_timeout).join(
+    CoallocatedJob, CoallocatedJob.id == Subjob.coallocation_id).where(
+    Subjob.coallocation_id == bindparam("job"), Subjob.position == bindparam("address"))
+
+
 def submission_facts(session: Any, job_id: int, address: int) -> Any:
     """What submitting subjob ``address`` needs, in one query: its ``gram_job_id``,
     ``rsl``, ``rm``, ``label`` and its job's ``owner`` and ``barrier_timeout``."""
-    from sqlalchemy import select
-
-    found = session.connection().execute(
-        select(Subjob.gram_job_id, Subjob.rsl, Subjob.rm, Subjob.label,
-               CoallocatedJob.owner, CoallocatedJob.barrier_timeout)
-        .join(CoallocatedJob, CoallocatedJob.id == Subjob.coallocation_id)
-        .where(Subjob.coallocation_id == job_id, Subjob.position == address)).first()
+    found = session.connection().execute(_FACTS, {"job": job_id, "address": address}).first()
     if found is None:
         raise CoallocFinishedError(f"coallocated job {job_id} has no subjob {address} any more")
     return found

@@ -17,7 +17,7 @@ import resource
 import shutil
 import signal
 import subprocess
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import IO, Any
 
 from grid_tasks.gram.errors import LaunchError
@@ -58,7 +58,12 @@ class LaunchRequest:
     run_as: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        # Every field is flat but the three containers, copied here: asdict's recursive
+        # deep copy made this a tenth of a millisecond of every launch.
+        out = dict(self.__dict__)
+        out.update(arguments=list(self.arguments), environment=dict(self.environment),
+                   extra_env=dict(self.extra_env))
+        return out
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "LaunchRequest":

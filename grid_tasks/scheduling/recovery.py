@@ -48,11 +48,8 @@ def node_failure_policy(policy_file: str | None, environ: Any = None) -> NodeFai
     env = os.environ if environ is None else environ
     raw, where = env.get(ENV_POLICY), ENV_POLICY
     if not raw and policy_file:
-        try:
-            found = _PARAM.search(Path(policy_file).read_text())
-        except OSError:
-            found = None
-        raw, where = (found.group(1), f"{policy_file}: JOBACTIONONNODEFAILURE") if found \
+        found = _file_policy(policy_file)
+        raw, where = (found, f"{policy_file}: JOBACTIONONNODEFAILURE") if found \
             else (None, where)
     if not raw:
         return NodeFailurePolicy.FAIL
@@ -60,6 +57,26 @@ def node_failure_policy(policy_file: str | None, environ: Any = None) -> NodeFai
         return NodeFailurePolicy(raw.strip().upper())
     except ValueError:
         raise ConfigError(f"{where}={raw!r}: expected FAIL or REQUEUE", key=ENV_POLICY) from None
+
+
+_file_policies: dict[str, tuple[tuple[int, int], str | None]] = {}
+
+
+def _file_policy(policy_file: str) -> str | None:
+    """JOBACTIONONNODEFAILURE of a maui.cfg, read again only when the file changed (every
+    iteration asks: a stat, not a read and a search of the whole file)."""
+    try:
+        st = os.stat(policy_file)
+        stamp = (st.st_mtime_ns, st.st_size)
+        cached = _file_policies.get(policy_file)
+        if cached is not None and cached[0] == stamp:
+            return cached[1]
+        found = _PARAM.search(Path(policy_file).read_text())
+    except OSError:
+        return None
+    value = found.group(1) if found else None
+    _file_policies[policy_file] = (stamp, value)
+    return value
 
 
 def launch_timeout(environ: Any = None) -> float:

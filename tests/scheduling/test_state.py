@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from datetime import datetime, timedelta, timezone
 
@@ -110,6 +111,20 @@ def test_node_failure_policy_from_environment_or_maui_cfg(tmp_path):
         node_failure_policy(None, environ={"GRID_TASKS_NODE_FAILURE_POLICY": "panic"})
     assert poll_interval(cfg) == 7.0
     assert poll_interval(None) == 30.0
+
+
+def test_node_failure_policy_follows_an_edited_maui_cfg(tmp_path):
+    """Read once per version of the file (every iteration asks), yet an edit counts at once."""
+    cfg = tmp_path / "maui.cfg"
+    cfg.write_text("JOBACTIONONNODEFAILURE requeue\n")
+    assert node_failure_policy(str(cfg), environ={}) is NodeFailurePolicy.REQUEUE
+    cfg.write_text("JOBACTIONONNODEFAILURE fail   \n")
+    assert node_failure_policy(str(cfg), environ={}) is NodeFailurePolicy.FAIL
+    cfg.write_text("JOBACTIONONNODEFAILURE requeue\n")  # same size as before: the time counts
+    os.utime(cfg, ns=(1, 1))
+    assert node_failure_policy(str(cfg), environ={}) is NodeFailurePolicy.REQUEUE
+    cfg.unlink()
+    assert node_failure_policy(str(cfg), environ={}) is NodeFailurePolicy.FAIL
 
 
 def test_beat_runs_each_rm_every_rmpollinterval_of_its_own_maui_cfg(tmp_path, celery_app_factory,
