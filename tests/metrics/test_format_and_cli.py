@@ -51,6 +51,23 @@ def test_record_iteration_buckets_are_cumulative_and_bad_samples_refused(setting
     client.close()
 
 
+def test_iteration_histogram_written_by_an_earlier_version_keeps_its_counts(settings):
+    """Earlier versions kept cumulative ``le:`` fields; new samples add to them."""
+    client = redis.Redis.from_url(settings.redis_url)
+    client.hset("grid_tasks:metrics:iteration:rmC", mapping={
+        "le:0.01": 1, "le:0.025": 1, "le:0.05": 2, **{f"le:{b}": 2 for b in (
+            "0.1", "0.25", "0.5", "1", "2.5", "5", "10", "30", "60", "+Inf")},
+        "count": 2, "sum": 0.047, "last": "0.04"})
+    client.sadd("grid_tasks:metrics:iteration:rms", "rmC")
+    record_iteration(client, "rmC", 0.02)
+    stats = next(s for s in read_iterations(client) if s.rm == "rmC")
+    by_bound = dict(stats.buckets)
+    assert (by_bound[0.005], by_bound[0.01], by_bound[0.025], by_bound[0.05],
+            by_bound[float("inf")]) == (0, 1, 2, 3, 3)
+    assert stats.count == 3 and stats.sum == pytest.approx(0.067) and stats.last == 0.02
+    client.close()
+
+
 def test_show_json_and_table(grid_settings):
     client = redis.Redis.from_url(grid_settings.redis_url)
     record_iteration(client, "rmA", 0.2)
