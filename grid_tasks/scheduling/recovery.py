@@ -16,7 +16,6 @@ seconds (default 30) goes back to Idle - or FAILED if it was cancelled.
 from __future__ import annotations
 
 import os
-import re
 from datetime import datetime, timedelta
 from enum import Enum
 from pathlib import Path
@@ -33,7 +32,6 @@ from grid_tasks.states import JobState, MauiJobState
 
 ENV_POLICY = "GRID_TASKS_NODE_FAILURE_POLICY"
 ENV_LAUNCH_TIMEOUT = "GRID_TASKS_LAUNCH_TIMEOUT"
-_PARAM = re.compile(r"^\s*JOBACTIONONNODEFAILURE\s+(\S+)", re.IGNORECASE | re.MULTILINE)
 
 
 class NodeFailurePolicy(str, Enum):
@@ -46,37 +44,21 @@ class NodeFailurePolicy(str, Enum):
 def node_failure_policy(policy_file: str | None, environ: Any = None) -> NodeFailurePolicy:
     """The policy for an RM: environment first, then its maui.cfg, else FAIL."""
     env = os.environ if environ is None else environ
-    raw, where = env.get(ENV_POLICY), ENV_POLICY
-    if not raw and policy_file:
-        found = _file_policy(policy_file)
-        raw, where = (found, f"{policy_file}: JOBACTIONONNODEFAILURE") if found \
-            else (None, where)
+    raw = env.get(ENV_POLICY)
+    if not raw and policy_file and Path(policy_file).is_file():
+        # the parsed maui.cfg the iteration reads anyway (cached per version of the file)
+        from grid_tasks.scheduling.state import maui_config
+
+        cfg = maui_config(policy_file)
+        if cfg.is_set("JOBACTIONONNODEFAILURE"):  # parsing checked it is FAIL or REQUEUE
+            return NodeFailurePolicy(cfg.get("JOBACTIONONNODEFAILURE"))
     if not raw:
         return NodeFailurePolicy.FAIL
     try:
         return NodeFailurePolicy(raw.strip().upper())
     except ValueError:
-        raise ConfigError(f"{where}={raw!r}: expected FAIL or REQUEUE", key=ENV_POLICY) from None
-
-
-_file_policies: dict[str, tuple[tuple[int, int], str | None]] = {}
-
-
-def _file_policy(policy_file: str) -> str | None:
-    """JOBACTIONONNODEFAILURE of a maui.cfg, read again only when the file changed (every
-    iteration asks: a stat, not a read and a search of the whole file)."""
-    try:
-        st = os.stat(policy_file)
-        stamp = (st.st_mtime_ns, st.st_size)
-        cached = _file_policies.get(policy_file)
-        if cached is not None and cached[0] == stamp:
-            return cached[1]
-        found = _PARAM.search(Path(policy_file).read_text())
-    except OSError:
-        return None
-    value = found.group(1) if found else None
-    _file_policies[policy_file] = (stamp, value)
-    return value
+        raise ConfigError(f"{ENV_POLICY}={raw!r}: expected FAIL or REQUEUE",
+                          key=ENV_POLICY) from None
 
 
 def launch_timeout(environ: Any = None) -> float:
