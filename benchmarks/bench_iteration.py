@@ -1,8 +1,10 @@
 """One live Maui iteration that starts one job: wall and CPU per iteration.
 
-The iteration a gatekeeper runs in place for every coallocated subjob (and the
-scheduler for every trigger): recovery, the SQL state loaded into the pure core,
-the decision, the Starting rows committed, the launch token and message published.
+Both kinds, alternating: the full iteration the scheduler runs for every trigger
+(recovery, the SQL state loaded into the pure core, the decision, the Starting rows
+committed, the launch token and message published) and the quick pass a gatekeeper
+runs in place for every coallocated subjob (the same without the time-driven
+recovery and deferral release).
 It runs here in this process against a private Redis server and a SQLite file on
 the demo topology, with no other load, so its own cost is what is measured (the
 launch messages are published and left unconsumed: no worker runs).
@@ -24,8 +26,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def measure(settings, topology, n: int) -> tuple[list[float], list[float]]:
-    """(wall ms, CPU ms) of ``n`` iterations, each starting the one job just submitted."""
+def measure(settings, topology, n: int) -> dict[bool, tuple[list[float], list[float]]]:
+    """Per kind (quick or not): (wall ms, CPU ms) of ``n`` iterations of it, each starting
+    the one job just submitted; the kinds alternate, so machine drift weighs on both."""
     import redis
 
     from grid_tasks import db
@@ -41,15 +44,16 @@ def measure(settings, topology, n: int) -> tuple[list[float], list[float]]:
         registry.register(node.rm, node.name, {}, {}, "bench", time.time())
     grid, app = Grid(settings), create_app(settings)
     sessions = db.session_factory(db.get_engine(settings.database_url))
-    walls, cpus = [], []
+    got: dict[bool, tuple[list[float], list[float]]] = {False: ([], []), True: ([], [])}
     try:
-        for _ in range(n):
+        for i in range(2 * n):
+            quick = bool(i % 2)
             job = grid.submit("&(executable=/bin/true)(count=1)", rm="rmA")
             t0, c0 = time.perf_counter(), time.thread_time()
-            report = run_iteration(app, "rmA", sessions=sessions, redis=client,
+            report = run_iteration(app, "rmA", sessions=sessions, redis=client, quick=quick,
                                    registry=registry)
-            walls.append((time.perf_counter() - t0) * 1e3)
-            cpus.append((time.thread_time() - c0) * 1e3)
+            got[quick][0].append((time.perf_counter() - t0) * 1e3)
+            got[quick][1].append((time.thread_time() - c0) * 1e3)
             if report.started != [job.id]:
                 raise SystemExit(f"the iteration started {report.started}, not job {job.id}")
             with db.session_scope(sessions) as session:  # done: its processor is free again
@@ -60,7 +64,7 @@ def measure(settings, topology, n: int) -> tuple[list[float], list[float]]:
         grid.close()
         app.close()
         client.close()
-    return walls, cpus
+    return got
 
 
 def main() -> None:
@@ -84,15 +88,20 @@ def main() -> None:
                 "GRID_TASKS_TOPOLOGY": str(ROOT / "config" / "demo-grid.toml")})
             topology = load_topology(settings.topology_file)
             prepare_database(settings, topology)
-            walls, cpus = measure(settings, topology, args.iterations + 20)
+            got = measure(settings, topology, args.iterations + 20)
         finally:
             server.stop()
-    walls, cpus = walls[20:], cpus[20:]  # the first ones warm caches and connections
-    print(f"live iteration starting one job ({len(walls)} iterations, demo topology, SQLite):")
-    # min as well as p50: on a shared VM the noise only ever adds, and the p50 of the
-    # same code drifts by tens of percent from one minute to the next
-    print(f"  wall p50 {statistics.median(walls):.2f} ms, min {min(walls):.2f} ms; "
-          f"CPU p50 {statistics.median(cpus):.2f} ms, min {min(cpus):.2f} ms")
+    print(f"live iteration starting one job ({args.iterations} of each kind, alternating, "
+          "demo topology, SQLite):")
+    for quick, name in ((False, "full (scheduler)"), (True, "quick (gatekeeper, in place)")):
+        walls, cpus = (v[20:] for v in got[quick])  # the first ones warm caches
+        # min as well as p50: on a shared VM the noise only ever adds, and the p50 of
+        # the same code drifts by tens of percent from one minute to the next
+        print(f"  {name:<29} wall p50 {statistics.median(walls):.2f} ms, min "
+              f"{min(walls):.2f} ms; CPU p50 {statistics.median(cpus):.2f} ms, min "
+              f"{min(cpus):.2f} ms")
+    full, quick_ = (statistics.median(got[k][1][20:]) for k in (False, True))
+    print(f"  quick / full CPU p50: {quick_ / full:.2f}")
 
 
 if __name__ == "__main__":

@@ -155,7 +155,7 @@ class Coallocator(HeaderSteps, StructureChanges):
         if stored and held is not None:
             from grid_tasks.scheduling.tasks import iterate_here
 
-            iterate_here(self.grid.app, rm, events=held.events)
+            iterate_here(self.grid.app, rm, events=held.events, quick=True)
         if not stored:  # stored by an earlier attempt that failed before linking
             try:
                 _retrying(lambda: self._link(job_id, address, label, gram_id))

@@ -29,7 +29,7 @@ from grid_tasks.gram.report import PARTS_TTL_S
 from grid_tasks.schedmods.jobchecker import CheckReport, DeferPolicy, JobChecker, release_deferred
 from grid_tasks.scheduling import grid_reservations
 from grid_tasks.scheduling.recovery import defer, launch_timeout, node_failure_policy, recover
-from grid_tasks.scheduling.state import load_scheduler, maui_config
+from grid_tasks.scheduling.state import load_scheduler, maui_config, rm_policy_file
 from grid_tasks.states import JobState, MauiJobState
 
 log = logging.getLogger(__name__)
@@ -47,24 +47,27 @@ class IterationReport:
 
 
 def run_iteration(app: Any, rm: str, *, sessions: Any, redis: Any, registry: Any = None,
-                  now: float | None = None) -> IterationReport:
-    """Run one iteration of ``rm`` and launch what it started."""
+                  now: float | None = None, quick: bool = False) -> IterationReport:
+    """Run one iteration of ``rm`` and launch what it started.
+
+    ``quick``: the pass a gatekeeper runs in place right after storing a job (as
+    Slurm's scheduling on submit is a quick pass beside the periodic backfill): the
+    same decision, without the time-driven housekeeping - recovery of launches past
+    their timeout and of expired leases, deferred jobs whose DEFERTIME is over.
+    Nothing becomes due there by a submission; the RM's full iterations (beat, the
+    lease watch, every trigger) do it."""
     began = time.perf_counter()
     now = time.time() if now is None else now
     at = datetime.fromtimestamp(now, tz=timezone.utc)
     report, outbox = IterationReport(rm), Outbox()
     with session_scope(sessions) as session:
-        rm_row = repository.get_rm(session, rm)
-        policy = node_failure_policy(rm_row.policy_file)
-        cfg = maui_config(rm_row.policy_file)
+        policy_file = rm_policy_file(session, rm)
+        cfg = maui_config(policy_file)
         deferral = DeferPolicy.from_config(cfg)
-        report.recovered = recover(session, rm, at, redis, outbox, policy, launch_timeout(),
-                                   deferral)
         modules = _modules(app, rm, cfg, session)
-        if not any(isinstance(m, JobChecker) for m in modules):
-            # without the jobchecker module deferred jobs would never come back
-            release_deferred(session, deferral, now, rm, CheckReport())
-        session.flush()
+        if not quick:
+            _housekeeping(session, rm, policy_file, at, redis, outbox, deferral, modules,
+                          report)
         guard = grid_reservations.prepare(session, rm, now, redis)  # restore, prune
         sched = load_scheduler(session, rm, now=now, registry=registry, modules=modules,
                                idle_if_free=True)
@@ -84,6 +87,19 @@ def run_iteration(app: Any, rm: str, *, sessions: Any, redis: Any, registry: Any
              f"{idle} idle" if idle or not sched.nothing_free(now) else "full (idle queue unread)",
              len(report.started), len(report.recovered), (time.perf_counter() - began) * 1e3)
     return report
+
+
+def _housekeeping(session: Any, rm: str, policy_file: str | None, at: datetime, redis: Any,
+                  outbox: Outbox, deferral: DeferPolicy, modules: list[Any],
+                  report: IterationReport) -> None:
+    """What only time makes due: lost launches and leases, deferrals that are over."""
+    policy = node_failure_policy(policy_file)
+    report.recovered = recover(session, rm, at, redis, outbox, policy, launch_timeout(),
+                               deferral)
+    if not any(isinstance(m, JobChecker) for m in modules):
+        # without the jobchecker module deferred jobs would never come back
+        release_deferred(session, deferral, at.timestamp(), rm, CheckReport())
+    session.flush()
 
 
 # Built once (every start runs them): Core statements, no ORM unit of work.

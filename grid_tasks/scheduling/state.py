@@ -32,6 +32,7 @@ from grid_tasks.db import ReservationKind, repository
 from grid_tasks.db.models import Job as JobRow
 from grid_tasks.db.models import Node as NodeRow
 from grid_tasks.db.models import Reservation as ReservationRow
+from grid_tasks.db.models import ResourceManager as RmRow
 from grid_tasks.errors import GridTasksError
 from grid_tasks.maui import ACL, Job, Node, Reservation, Scheduler, SchedulerConfig
 from grid_tasks.maui import ReservationKind as CoreKind
@@ -122,11 +123,20 @@ def _rm_nodes(session: Session, rm: str, topology: Any) -> tuple[list[Node], str
         nodes = [Node(n.name, n.procs, n.memory_mb or 0, n.disk_mb or 0, n.swap_mb or 0,
                       frozenset(n.features)) for n in spec.nodes]
         return nodes, (str(spec.policy_file) if spec.policy_file else None)
-    row = repository.get_rm(session, rm)
+    policy_file = rm_policy_file(session, rm)
     nodes = [Node(n.name, n.procs, n.memory_mb or 0, n.disk_mb or 0, n.swap_mb or 0,
                   frozenset(n.features or ())) for n in session.connection().execute(
                       _NODES, {"rm": rm})]
-    return nodes, row.policy_file
+    return nodes, policy_file
+
+
+def rm_policy_file(session: Session, rm: str) -> str | None:
+    """The RM's maui.cfg path, read by a prebuilt Core statement (every iteration asks,
+    twice); NotFoundError naming the known RMs for an unknown one."""
+    found = session.connection().execute(_POLICY_FILE, {"rm": rm}).first()
+    if found is None:  # the ORM read raises, naming the known RMs
+        return repository.get_rm(session, rm).policy_file
+    return found[0]
 
 
 def _node_states(registry: Any, rm: str, nodes: list[Node]) -> dict[str, NodeState]:
@@ -200,6 +210,7 @@ _HOLDING = _LIVE.where((JobRow.state == JobState.ACTIVE)
                        | (JobRow.maui_state == MauiJobState.STARTING)).order_by(*_ORDER)
 _LIVE = _LIVE.order_by(*_ORDER)
 # (plain rows: every iteration reads them, and only these columns)
+_POLICY_FILE = select(RmRow.policy_file).where(RmRow.name == bindparam("rm"))
 _NODES = select(NodeRow.name, NodeRow.procs, NodeRow.memory_mb, NodeRow.disk_mb,
                 NodeRow.swap_mb, NodeRow.features).where(
     NodeRow.rm == bindparam("rm")).order_by(NodeRow.name)

@@ -61,7 +61,7 @@ def iterate(self: Any, *, rm: str) -> int:
     return iterate_here(self.app, rm)
 
 
-def iterate_here(app: Any, rm: str, events: Sequence[Any] = ()) -> int:
+def iterate_here(app: Any, rm: str, events: Sequence[Any] = (), *, quick: bool = False) -> int:
     """Run ``rm``'s iteration in this process now, exactly as the iterate task does:
     under the RM's lock, until no trigger is pending; returns how many ran (0: another
     process holds the lock, and it runs once more for this call).
@@ -69,7 +69,9 @@ def iterate_here(app: Any, rm: str, events: Sequence[Any] = ()) -> int:
     A gatekeeper that has just stored a job calls this instead of triggering: the
     job's start then does not wait for a task to travel to a scheduler worker.
     ``events`` (committed job state changes, e.g. that job's PENDING) are published
-    first, in the lock's round trip."""
+    first, in the lock's round trip.  ``quick``: the first run is the quick pass
+    (see :func:`~grid_tasks.scheduling.iteration.run_iteration`); runs for triggers
+    that came in meanwhile are full ones."""
     from grid_tasks.events import publish
 
     client = redis_client(app)
@@ -88,7 +90,7 @@ def iterate_here(app: Any, rm: str, events: Sequence[Any] = ()) -> int:
                 client.set(dirty_key(rm), 1)  # the release below re-triggers for it
                 break
             runs += 1
-            busy, conflicted = _one(app, rm, client)
+            busy, conflicted = _one(app, rm, client, quick=quick and runs == 1)
             conflicts += conflicted
             # a lost race on a job row is retried at once, not left to the next trigger
             dirty = bool(client.getdel(dirty_key(rm))) or (
@@ -104,7 +106,7 @@ def iterate_here(app: Any, rm: str, events: Sequence[Any] = ()) -> int:
     return runs
 
 
-def _one(app: Any, rm: str, client: Any) -> tuple[bool, bool]:
+def _one(app: Any, rm: str, client: Any, *, quick: bool = False) -> tuple[bool, bool]:
     """One iteration: (busy, lost a race on a job row)."""
     from grid_tasks.db import get_engine, session_factory
     from grid_tasks.db.engine import write_priority
@@ -119,7 +121,8 @@ def _one(app: Any, rm: str, client: Any) -> tuple[bool, bool]:
     began = time.monotonic()
     try:
         with write_priority():  # every job's progress waits on this iteration's commit
-            report = run_iteration(app, rm, sessions=sessions, redis=client, registry=registry)
+            report = run_iteration(app, rm, sessions=sessions, redis=client, registry=registry,
+                                   quick=quick)
     except ConcurrentUpdateError as exc:
         log.warning("iteration of %s lost a race, running again: %s", rm, exc)
         return True, True

@@ -108,3 +108,30 @@ def test_unconfirmed_launch_is_deferred_then_released_after_defertime(
         row = db.repository.get_job(s, job)
         assert row.maui_state is MauiJobState.HOLD and "batch" in row.holds
     client.close()
+
+
+def test_quick_pass_starts_jobs_but_leaves_time_driven_housekeeping_to_full_iterations(
+        tmp_path, settings, celery_app_factory, cleanup, monkeypatch):
+    monkeypatch.setenv("GRID_TASKS_LAUNCH_TIMEOUT", "1")
+    app, client, registry, sessions, _ = _grid(tmp_path, settings, celery_app_factory, "")
+    lost = _submit(sessions)
+    t0 = time.time()
+    assert run_iteration(app, "rmA", sessions=sessions, redis=client, registry=registry,
+                         now=t0).started == [lost]
+    with db.session_scope(sessions) as s:  # nobody ran it: its launch is past the timeout
+        db.repository.get_job(s, lost).start_time = datetime.now(timezone.utc) - timedelta(
+            seconds=5)
+    fresh = _submit(sessions)  # 2 processors: the other node is free
+    report = run_iteration(app, "rmA", sessions=sessions, redis=client, registry=registry,
+                           now=t0 + 5, quick=True)
+    assert report.started == [fresh] and report.recovered == []
+    with db.session_scope(sessions) as s:  # the lost launch still holds its node
+        row = db.repository.get_job(s, lost)
+        assert row.maui_state is MauiJobState.STARTING and row.nodes_allocated
+    report = run_iteration(app, "rmA", sessions=sessions, redis=client, registry=registry,
+                           now=t0 + 5.5)  # the fresh start is not past the timeout yet
+    assert report.recovered == [lost]
+    with db.session_scope(sessions) as s:
+        row = db.repository.get_job(s, lost)
+        assert row.maui_state is not MauiJobState.STARTING and row.nodes_allocated == {}
+    client.close()

@@ -24,7 +24,8 @@ def app_and_runs(celery_app_factory, settings, monkeypatch):
     state = {"active": 0, "max_active": 0, "runs": 0}
     lock = threading.Lock()
 
-    def one(_app, rm, _client):  # the iteration body: record overlap, take some time
+    def one(_app, rm, _client, quick=False):  # the iteration body: overlap, some time
+        state.setdefault("quick", []).append(quick)
         with lock:
             state["active"] += 1
             state["runs"] += 1
@@ -46,12 +47,12 @@ def test_concurrent_calls_never_overlap_and_fold(app_and_runs):
     app, state, client = app_and_runs
     inner, entered = tasks._one, threading.Semaphore(0)
 
-    def first_run_outlasts_the_callers(a, rm, c):
+    def first_run_outlasts_the_callers(a, rm, c, **kw):
         if state["runs"] == 0:  # a loaded machine may start threads far apart: wait them
             for _ in range(12):
                 entered.acquire(timeout=10)
             time.sleep(0.3)  # their lock attempts follow their entry at once
-        return inner(a, rm, c)
+        return inner(a, rm, c, **kw)
 
     task = app.tasks[iterate.name]  # bound to this app: new threads see Celery's default
 
@@ -76,11 +77,11 @@ def test_trigger_during_a_run_gives_exactly_one_more(app_and_runs):
     app, state, client = app_and_runs
     inner = tasks._one
 
-    def one_with_triggers(a, rm, c):
+    def one_with_triggers(a, rm, c, **kw):
         if state["runs"] == 0:
             for _ in range(5):  # five events arrive while the first run works
                 c.set(dirty_key(rm), 1)
-        return inner(a, rm, c)
+        return inner(a, rm, c, **kw)
 
     tasks._one = one_with_triggers
     assert tasks.iterate.run(rm=RM_B) == 2
@@ -93,9 +94,9 @@ def test_a_lost_race_runs_again_at_once_but_bounded(app_and_runs):
     _, state, _ = app_and_runs
     inner = tasks._one
 
-    def always_conflicting(a, rm, c):
+    def always_conflicting(a, rm, c, **kw):
         state["conflicts"] = 1
-        return inner(a, rm, c)
+        return inner(a, rm, c, **kw)
 
     tasks._one = always_conflicting
     assert tasks.iterate.run(rm=RM_A) == tasks.CONFLICT_RERUNS + 1
@@ -118,11 +119,11 @@ def test_trigger_while_an_iteration_runs_sends_no_task(app_and_runs, settings):
     broker = redis.Redis.from_url(settings.broker_url)
     inner, sent = tasks._one, []
 
-    def one_with_events(a, rm, c):
+    def one_with_events(a, rm, c, **kw):
         if state["runs"] == 0:  # submissions and job ends arrive while the run works
             sent.extend(trigger_iteration(app, rm, client=c) for _ in range(5))
             assert broker.llen("scheduler") == 0 and c.get(dirty_key(rm)) == b"1"
-        return inner(a, rm, c)
+        return inner(a, rm, c, **kw)
 
     tasks._one = one_with_events
     assert tasks.iterate.run(rm=RM_A) == 2  # the holder ran once more for them
@@ -137,9 +138,9 @@ def test_a_stream_of_triggers_is_handed_to_a_fresh_task(app_and_runs, settings):
     _, state, client = app_and_runs
     inner = tasks._one
 
-    def always_triggered(a, rm, c):
+    def always_triggered(a, rm, c, **kw):
         c.set(dirty_key(rm), 1)  # an event arrives during every run
-        return inner(a, rm, c)
+        return inner(a, rm, c, **kw)
 
     tasks._one = always_triggered
     assert tasks.iterate.run(rm="rmS") == tasks.MAX_RUNS_PER_TASK
@@ -179,3 +180,20 @@ def test_an_outbox_triggers_and_announces_in_one_round_trip(app_and_runs, settin
         message = watcher.get_message(timeout=0.5)
     assert JobEvent.from_json(message["data"]).state == "DONE"
     assert (outbox.events, outbox.rms) == ([], set())
+
+
+def test_a_quick_call_makes_only_its_own_first_run_quick(app_and_runs):
+    import grid_tasks.scheduling.tasks as tasks
+
+    _, state, _ = app_and_runs
+    inner = tasks._one
+
+    def one_with_a_trigger(a, rm, c, **kw):
+        if state["runs"] == 0:  # another submission's trigger: a full run for it
+            c.set(dirty_key(rm), 1)
+        return inner(a, rm, c, **kw)
+
+    tasks._one = one_with_a_trigger
+    assert tasks.iterate_here(tasks.iterate.app, RM_A, quick=True) == 2
+    assert state["quick"] == [True, False]
+    assert tasks.iterate.run(rm=RM_B) == 1 and state["quick"][-1] is False
