@@ -13,12 +13,27 @@ from grid_tasks.settings import Settings
 from grid_tasks.topology import load_topology
 
 
+#: A node daemon's tasks (launches, node checks) are short, so it runs them one after
+#: another in the consumer itself.  A launch handed to a pool thread shares the
+#: interpreter with the consumer thread that received it: on a busy host its job's
+#: processes started milliseconds later (bench_duroc).  Gatekeepers and schedulers keep
+#: threads: DUROC subjob watchers and iterations block on Redis and SQL side by side.
+NODE_POOL, DEFAULT_POOL = "solo", "threads"
+
+
+def default_pool(rm: str | None, node: str | None) -> str:
+    """The Celery pool a worker of this role runs when ``--pool`` is not given."""
+    return NODE_POOL if rm and node else DEFAULT_POOL
+
+
 def worker_argv(*, rm: str | None, node: str | None, scheduler: bool, gatekeepers: bool,
-                beat: bool, settings: Settings, pool: str, concurrency: int | None,
+                beat: bool, settings: Settings, pool: str | None, concurrency: int | None,
                 loglevel: str, extra: tuple[str, ...] = ()) -> list[str]:
-    """The ``celery worker`` arguments for this role (without the program name)."""
+    """The ``celery worker`` arguments for this role (without the program name);
+    ``pool`` None: the role's :func:`default_pool`."""
     from grid_tasks.celery_app import SCHEDULER_QUEUE, gatekeeper_queue, node_queue
 
+    pool = pool or default_pool(rm, node)
     queues: list[str] = []
     if scheduler:
         queues.append(SCHEDULER_QUEUE)
@@ -75,15 +90,16 @@ def configured_app(settings: Settings, *, beat: bool) -> Any:
                    "it may run beside `grid-tasks beat` standbys).")
 @click.option("--topology", type=click.Path(path_type=Path),
               help="Grid topology file (default: $GRID_TASKS_TOPOLOGY or config/grid.toml).")
-@click.option("-P", "--pool", default="threads", show_default=True,
-              type=click.Choice(["threads", "prefork", "solo"]), help="Celery pool.")
+@click.option("-P", "--pool", type=click.Choice(["threads", "prefork", "solo"]),
+              help=f"Celery pool [default: {NODE_POOL} for a node daemon, whose short "
+                   f"tasks then start jobs sooner; {DEFAULT_POOL} otherwise].")
 @click.option("-c", "--concurrency", type=click.IntRange(min=1), help="Pool size.")
 @click.option("-l", "--loglevel", default="INFO", show_default=True, help="Celery log level.")
 @click.option("--check/--no-check", default=True, show_default=True,
               help="Check broker and Redis (and, for --scheduler, the database) first.")
 @click.argument("celery_args", nargs=-1, type=click.UNPROCESSED)
 def worker(rm: str | None, node: str | None, scheduler: bool, gatekeepers: bool, beat: bool,
-           topology: Path | None, pool: str, concurrency: int | None, loglevel: str,
+           topology: Path | None, pool: str | None, concurrency: int | None, loglevel: str,
            check: bool, celery_args: tuple[str, ...]) -> None:
     """Run a worker: node daemon (--rm RM --node NODE), gatekeeper (--rm RM) or scheduler.
 

@@ -190,10 +190,10 @@ class EmbeddedStack:
             "worker", "--scheduler", "--no-check", "-l", lvl, "-c", "4",
             "--", "-n", "scheduler-2@%h"),
             env=self.child_env())
-        for spec in self.topology.iter_nodes():
+        for spec in self.topology.iter_nodes():  # a node daemon's own pool: solo
             self.supervisor.spawn(f"node-{spec.rm}-{spec.name}", self._grid_tasks(
-                "worker", "--rm", spec.rm, "--node", spec.name, "--no-check", "-l", lvl,
-                "-c", "2"), env=self.child_env())
+                "worker", "--rm", spec.rm, "--node", spec.name, "--no-check", "-l", lvl),
+                env=self.child_env())
 
     def _spawn_beats(self) -> None:
         """Two HA beats (one leads through a Redis lease, one stands by), never a beat

@@ -152,7 +152,7 @@ class FaultGrid:
 
     def start_node(self, rm: str, node: str, wait: bool = True) -> Child:
         argv = grid_tasks_command("worker", "--rm", rm, "--node", node, "--no-check",
-                                  "-l", "WARNING", "-c", "4")
+                                  "-l", "WARNING")
         name = f"node-{node}-{len(self.supervisor.children)}"
         child = self.supervisor.spawn(name, argv, env=self.env())
         self.nodes[node] = child

@@ -30,6 +30,21 @@ def test_argv_for_each_role(settings):
     assert "-B" in sched and str(settings.state_dir) in sched[sched.index("-s") + 1]
 
 
+def test_node_daemons_default_to_the_solo_pool_and_other_roles_to_threads(settings):
+    common = dict(settings=settings, concurrency=None, loglevel="INFO")
+
+    def pool(**role):
+        argv = worker_argv(**{"rm": None, "node": None, "scheduler": False,
+                              "gatekeepers": False, "beat": False, **role, **common})
+        return argv[argv.index("-P") + 1]
+
+    assert pool(rm="rmA", node="node1", pool=None) == "solo"
+    assert pool(rm="rmA", pool=None) == "threads"
+    assert pool(scheduler=True, pool=None) == "threads"
+    assert pool(rm="rmA", node="node1", pool="threads") == "threads"  # asked for: kept
+    assert pool(rm="rmA", pool="solo") == "solo"
+
+
 @pytest.mark.parametrize("args, words", [
     (["--rm", "rmZ"], "unknown resource manager 'rmZ'"),
     (["--rm", "rmA", "--node", "node3"], "unknown node 'node3' in resource manager 'rmA'"),

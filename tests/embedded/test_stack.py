@@ -55,6 +55,7 @@ def test_stack_with_flower(tmp_path):
             time.sleep(0.3)
             body = _get(api, stack.flower_auth)[1]
         _flower_shows_readable_task_names(stack, deadline)
+        _node_daemons_run_the_solo_pool(stack)
     finally:
         stack.stop()
     assert leftover(pids) == []
@@ -67,6 +68,21 @@ def _flower_shows_readable_task_names(stack: EmbeddedStack, deadline: float) -> 
     assert info["name"] == "check node on rmA/node1"
     assert info["args"] == "(rm='rmA', node='node1')"
     assert info["worker"].startswith("node1.rmA@")
+
+
+def _node_daemons_run_the_solo_pool(stack: EmbeddedStack) -> None:
+    """Each role's pool as the running workers report it (``grid-tasks worker``'s default)."""
+    from grid_tasks.celery_app import create_app
+
+    app = create_app(stack.settings)
+    try:
+        stats = app.control.inspect(timeout=5).stats() or {}
+    finally:
+        app.close()
+    pools = {name.split("@")[0]: info["pool"]["implementation"] for name, info in stats.items()}
+    assert pools["node1.rmA"].endswith("solo:TaskPool"), pools
+    assert pools["node4.rmB"].endswith("solo:TaskPool"), pools
+    assert pools["gatekeeper-rmA"].endswith("thread:TaskPool"), pools
 
 
 def test_crashing_daemon_fails_start_and_cleans_up(tmp_path):
