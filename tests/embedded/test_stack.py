@@ -74,12 +74,15 @@ def _node_daemons_run_the_solo_pool(stack: EmbeddedStack) -> None:
     """Each role's pool as the running workers report it (``grid-tasks worker``'s default)."""
     from grid_tasks.celery_app import create_app
 
-    app = create_app(stack.settings)
-    try:
-        stats = app.control.inspect(timeout=5).stats() or {}
+    app, pools, deadline = create_app(stack.settings), {}, time.monotonic() + 30
+    try:  # a broadcast can go unanswered while a consumer is still starting: ask again
+        while not {"node1.rmA", "node4.rmB", "gatekeeper-rmA"} <= pools.keys():
+            assert time.monotonic() < deadline, pools
+            stats = app.control.inspect(timeout=2).stats() or {}
+            pools.update({name.split("@")[0]: info["pool"]["implementation"]
+                          for name, info in stats.items()})
     finally:
         app.close()
-    pools = {name.split("@")[0]: info["pool"]["implementation"] for name, info in stats.items()}
     assert pools["node1.rmA"].endswith("solo:TaskPool"), pools
     assert pools["node4.rmB"].endswith("solo:TaskPool"), pools
     assert pools["gatekeeper-rmA"].endswith("thread:TaskPool"), pools
