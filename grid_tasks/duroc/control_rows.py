@@ -29,9 +29,11 @@ URL_KEY = "grid_tasks:duroc:url:{}"
 
 
 def note_delivery(client: Any, job_id: int, address: int, task_id: str | None,
-                  redelivered: bool) -> bytes | None:
+                  redelivered: bool, queue: Any = None) -> Any:
     """Count one delivery of the header task watching ``address``; the job's runtime URL
-    (None when gone), read in the same round trip: the header's submission needs it."""
+    (None when gone), read in the same round trip: the header's submission needs it.
+    ``queue(pipe)`` adds one more command to that round trip: then (URL, its reply),
+    an error reply returned rather than raised."""
     key = DELIVERIES_KEY.format(job_id)
     pipe = client.pipeline(transaction=False)
     pipe.get(URL_KEY.format(job_id))
@@ -41,7 +43,14 @@ def note_delivery(client: Any, job_id: int, address: int, task_id: str | None,
     if task_id:
         pipe.hset(key, f"{address}:task", task_id)
     pipe.expire(key, DELIVERIES_TTL_S)
-    return pipe.execute()[0]
+    if queue is None:
+        return pipe.execute()[0]
+    queue(pipe)
+    replies = pipe.execute(raise_on_error=False)
+    for reply in replies[:-1]:
+        if isinstance(reply, Exception):
+            raise reply
+    return replies[0], replies[-1]
 
 
 def header_deliveries(client: Any, job_id: int) -> dict[int, dict[str, Any]]:

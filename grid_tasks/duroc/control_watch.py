@@ -23,6 +23,7 @@ from grid_tasks.duroc.store_models import BarrierState
 from grid_tasks.states import JobState, SubjobStartType
 
 log = logging.getLogger("grid_tasks.duroc.control")
+_UNREAD = object()  # watch_step: the subjob's barrier info not read yet
 
 
 class HeaderSteps:
@@ -40,17 +41,29 @@ class HeaderSteps:
         URL (see :func:`~grid_tasks.duroc.control_rows.note_delivery`)."""
         return note_delivery(self.store.client, job_id, address, task_id, redelivered)
 
+    def first_look(self, job_id: int, address: int, task_id: str | None,
+                   redelivered: bool) -> tuple[bytes | None, Any]:
+        """A header run's first round trip: its delivery counted (:meth:`note_delivery`),
+        the job's runtime URL and the subjob's barrier info for :meth:`watch_step`.
+        Raises :class:`CoallocFinishedError` when the job is gone or aborted."""
+        sid = store_id(job_id)
+        url, reply = note_delivery(self.store.client, job_id, address, task_id, redelivered,
+                                   queue=lambda pipe: self.store.queue_snapshot(pipe, sid))
+        return url, self._barrier_info(job_id, address, reply)
+
     def header_deliveries(self, job: int | str) -> dict[int, dict[str, Any]]:
         """Per subjob address: ``runs`` and ``redelivered`` counts and the ``task`` id of
         its header task; empty for a job never watched."""
         return header_deliveries(self.store.client, parse_job_ref(job))
 
     def watch_step(self, job_id: int, address: int, deadline: float, slice_s: float = 1.0,
-                   url: bytes | None = None) -> dict[str, Any] | None:
+                   url: bytes | None = None, info: Any = _UNREAD) -> dict[str, Any] | None:
         """One bounded step of a header task: a result, None (call again), or an error.
-        ``url``: the job's runtime URL if already read (else the submission reads it)."""
+        ``url``: the job's runtime URL if already read (else the submission reads it);
+        ``info``: the subjob's barrier info if already read (:meth:`first_look`)."""
         sid = store_id(job_id)
-        info = self._barrier_info(job_id, address)
+        if info is _UNREAD:
+            info = self._barrier_info(job_id, address)
         if info is None:
             return {"address": address, "deleted": True}
         if info.complete:
@@ -90,9 +103,13 @@ class HeaderSteps:
                         job_id, address, exc_info=True)  # and no header must fail for it
         return {"address": address, "label": info.label, "entered": info.size}
 
-    def _barrier_info(self, job_id: int, address: int) -> Any:
+    def _barrier_info(self, job_id: int, address: int, reply: Any = None) -> Any:
+        """The subjob's info in the job's snapshot (``reply``: a queued SNAPSHOT's, else
+        read now); None if it was deleted."""
+        sid = store_id(job_id)
         try:
-            snap = self.store.snapshot(store_id(job_id))
+            snap = self.store.snapshot(sid) if reply is None else \
+                self.store.snapshot_from(sid, reply)
         except JobNotFoundError:
             raise CoallocFinishedError(f"coallocated job {job_id} is gone") from None
         if snap.state is BarrierState.ABORTED:

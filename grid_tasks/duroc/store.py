@@ -185,6 +185,20 @@ class CoordinationStore(AccessMixin, MessagingMixin):
         """State, subjobs and barrier entry counts, read atomically."""
         return JobSnapshot.from_json(job, _decode(self._run("SNAPSHOT", job)))
 
+    def queue_snapshot(self, pipe: Any, job: str) -> None:
+        """Add the job's SNAPSHOT to ``pipe`` (a redis-py pipeline on this store's client)
+        by EVALSHA: a registered script would make the pipeline ask SCRIPT EXISTS first.
+        Its reply goes to :meth:`snapshot_from`."""
+        keys = self.keys(job)
+        pipe.evalsha(self._scripts["SNAPSHOT"].sha, len(keys.fixed), *keys.fixed, keys.base)
+
+    def snapshot_from(self, job: str, reply: Any) -> JobSnapshot:
+        """The snapshot a queued SNAPSHOT replied; an error reply (script cache empty,
+        job gone) is settled by :meth:`snapshot` itself, with its typed errors."""
+        if isinstance(reply, Exception):
+            return self.snapshot(job)
+        return JobSnapshot.from_json(job, _decode(reply))
+
     def structure(self, job: str) -> JobStructure:
         """The current structure (the frozen one once released)."""
         snap = self.snapshot(job)

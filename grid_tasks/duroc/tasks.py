@@ -61,9 +61,9 @@ def watch_subjob(self: Any, *, rm: str, job: int, address: int, deadline: float,
     a message whose worker died mid-task apart: the proof that acks-late did its job.
     """
     co = coallocator_for(self.app)
-    info = self.request.delivery_info or {}
-    url = co.note_delivery(job, address, self.request.id, bool(info.get("redelivered")))
-    result = co.watch_step(job, address, deadline, slice_s, url=url)
+    delivery = self.request.delivery_info or {}
+    url, info = co.first_look(job, address, self.request.id, bool(delivery.get("redelivered")))
+    result = co.watch_step(job, address, deadline, slice_s, url=url, info=info)
     if result is None:
         raise self.retry(countdown=0)
     return result
