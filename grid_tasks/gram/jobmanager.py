@@ -137,16 +137,21 @@ class JobManager(threading.Thread):
             return Part({}, str(exc), exc.code)
         out, err = self._outputs
         stdin = None if req.stdin is None else str(Path(directory, req.stdin))
+        failed: LaunchError | None = None
         try:
             for i in range(req.process_count()):
                 rank = req.rank_offset + i
-                proc = spawn(req, argv, directory, rank, stdin, who)
-                self.procs.append((rank, proc))
-                self._watch(rank, proc, out, err)
+                self.procs.append((rank, spawn(req, argv, directory, rank, stdin, who)))
         except LaunchError as exc:
-            self._kill_all()
-            return Part({}, str(exc), exc.code)
+            failed = exc
         self.started = time.time()
+        # Every process first, then their output readers: starting a reader's threads
+        # before the next spawn delayed each further rank (the pipes hold the output).
+        for rank, proc in self.procs:
+            self._watch(rank, proc, out, err)
+        if failed is not None:
+            self._kill_all()
+            return Part({}, str(failed), failed.code)
         return None
 
     def _follow(self) -> Part:
