@@ -5,6 +5,7 @@ so it outlives the store's purge at the job's end)."""
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 from sqlalchemy import bindparam, insert, select, update
@@ -29,7 +30,7 @@ URL_KEY = "grid_tasks:duroc:url:{}"
 
 
 def note_delivery(client: Any, job_id: int, address: int, task_id: str | None,
-                  redelivered: bool, queue: Any = None) -> Any:
+                  redelivered: bool, queue: Callable[[Any], None] | None = None) -> Any:
     """Count one delivery of the header task watching ``address``; the job's runtime URL
     (None when gone), read in the same round trip: the header's submission needs it.
     ``queue(pipe)`` adds one more command to that round trip: then (URL, its reply),

@@ -190,7 +190,7 @@ class EmbeddedStack:
             "worker", "--scheduler", "--no-check", "-l", lvl, "-c", "4",
             "--", "-n", "scheduler-2@%h"),
             env=self.child_env())
-        for spec in self.topology.iter_nodes():  # a node daemon's own pool: solo
+        for spec in self.topology.iter_nodes():  # its role's default pool: solo
             self.supervisor.spawn(f"node-{spec.rm}-{spec.name}", self._grid_tasks(
                 "worker", "--rm", spec.rm, "--node", spec.name, "--no-check", "-l", lvl),
                 env=self.child_env())

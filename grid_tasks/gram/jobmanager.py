@@ -144,7 +144,8 @@ class JobManager(threading.Thread):
                 self.procs.append((rank, spawn(req, argv, directory, rank, stdin, who)))
         except LaunchError as exc:
             failed = exc
-        self.started = time.time()
+        if failed is None:
+            self.started = time.time()
         # Every process first, then their output readers: starting a reader's threads
         # before the next spawn delayed each further rank (the pipes hold the output).
         for rank, proc in self.procs:
