@@ -92,7 +92,7 @@ def configured_app(settings: Settings, *, beat: bool) -> Any:
               help="Grid topology file (default: $GRID_TASKS_TOPOLOGY or config/grid.toml).")
 @click.option("-P", "--pool", type=click.Choice(["threads", "prefork", "solo"]),
               help=f"Celery pool [default: {NODE_POOL} for a node daemon, whose short "
-                   f"tasks then start jobs sooner; {DEFAULT_POOL} otherwise].")
+                   f"tasks then start jobs sooner on a busy host; {DEFAULT_POOL} otherwise].")
 @click.option("-c", "--concurrency", type=click.IntRange(min=1), help="Pool size.")
 @click.option("-l", "--loglevel", default="INFO", show_default=True, help="Celery log level.")
 @click.option("--check/--no-check", default=True, show_default=True,
