@@ -144,7 +144,7 @@ class JobManager(threading.Thread):
                 self.procs.append((rank, spawn(req, argv, directory, rank, stdin, who)))
         except LaunchError as exc:
             failed = exc
-        if failed is None:
+        else:
             self.started = time.time()
         # Every process first, then their output readers: starting a reader's threads
         # before the next spawn delayed each further rank (the pipes hold the output).

@@ -29,7 +29,9 @@ from grid_tasks.gram.report import PARTS_TTL_S
 from grid_tasks.schedmods.jobchecker import CheckReport, DeferPolicy, JobChecker, release_deferred
 from grid_tasks.scheduling import grid_reservations
 from grid_tasks.scheduling.recovery import defer, launch_timeout, node_failure_policy, recover
-from grid_tasks.scheduling.state import load_scheduler, maui_config, rm_policy_file
+from grid_tasks.scheduling.state import (
+    load_scheduler, maui_config, policy_config, rm_policy_file,
+)
 from grid_tasks.states import JobState, MauiJobState
 
 log = logging.getLogger(__name__)
@@ -70,7 +72,7 @@ def run_iteration(app: Any, rm: str, *, sessions: Any, redis: Any, registry: Any
                           report)
         guard = grid_reservations.prepare(session, rm, now, redis)  # restore, prune
         sched = load_scheduler(session, rm, now=now, registry=registry, modules=modules,
-                               idle_if_free=True)
+                               idle_if_free=True, config=policy_config(policy_file))
         result = sched.iterate(now)
         vetoed = guard.veto(session, result.started)  # start_object(token) of bound jobs
         starts = [s for s in result.started if s.job_id not in vetoed]

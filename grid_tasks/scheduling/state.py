@@ -117,22 +117,25 @@ def core_job(row: Any) -> Job:
     )
 
 
-def _rm_nodes(session: Session, rm: str, topology: Any) -> tuple[list[Node], str | None]:
+def _rm_config(session: Session, rm: str, topology: Any) -> SchedulerConfig:
     if topology is not None:
         spec = topology.rm(rm)
-        nodes = [Node(n.name, n.procs, n.memory_mb or 0, n.disk_mb or 0, n.swap_mb or 0,
-                      frozenset(n.features)) for n in spec.nodes]
-        return nodes, (str(spec.policy_file) if spec.policy_file else None)
-    policy_file = rm_policy_file(session, rm)
-    nodes = [Node(n.name, n.procs, n.memory_mb or 0, n.disk_mb or 0, n.swap_mb or 0,
-                  frozenset(n.features or ())) for n in session.connection().execute(
-                      _NODES, {"rm": rm})]
-    return nodes, policy_file
+        return policy_config(str(spec.policy_file) if spec.policy_file else None)
+    return policy_config(rm_policy_file(session, rm))
+
+
+def _rm_nodes(session: Session, rm: str, topology: Any) -> list[Node]:
+    if topology is not None:
+        return [Node(n.name, n.procs, n.memory_mb or 0, n.disk_mb or 0, n.swap_mb or 0,
+                     frozenset(n.features)) for n in topology.rm(rm).nodes]
+    return [Node(n.name, n.procs, n.memory_mb or 0, n.disk_mb or 0, n.swap_mb or 0,
+                 frozenset(n.features or ())) for n in session.connection().execute(
+                     _NODES, {"rm": rm})]
 
 
 def rm_policy_file(session: Session, rm: str) -> str | None:
-    """The RM's maui.cfg path, read by a prebuilt Core statement (every iteration asks,
-    twice); NotFoundError naming the known RMs for an unknown one."""
+    """The RM's maui.cfg path, read by a prebuilt Core statement (every iteration asks);
+    NotFoundError naming the known RMs for an unknown one."""
     found = session.connection().execute(_POLICY_FILE, {"rm": rm}).first()
     if found is None:  # the ORM read raises, naming the known RMs
         return repository.get_rm(session, rm).policy_file
@@ -329,13 +332,16 @@ def _charge_rows(entry: _Usage, session: Session, window: dict[str, Any]) -> int
 
 def load_scheduler(session: Session, rm: str, *, now: float, registry: Any = None,
                    topology: Any = None, modules: Sequence[Any] = (),
-                   idle_if_free: bool = False) -> Scheduler:
+                   idle_if_free: bool = False,
+                   config: SchedulerConfig | None = None) -> Scheduler:
     """The Maui core of ``rm`` at ``now`` (POSIX seconds) with its SQL state loaded.
 
     ``registry`` (a NodeRegistry) supplies node liveness: silent nodes are Unknown
     and get no new work; without it every node is taken as up (planning view).
     ``topology`` overrides the SQL node list and policy file.  ``modules`` are
     scheduler modules (the live iteration's, see :mod:`grid_tasks.schedmods`).
+    ``config``: the RM's :func:`policy_config` if the caller has it (the iteration has
+    read the RM's maui.cfg path already), else it is looked up here.
     ``idle_if_free``: leave the idle queue unread when no job could start anyway
     (:meth:`~grid_tasks.maui.Scheduler.nothing_free`, no modules): with a deep queue
     on a full machine, reading and ranking it was most of every iteration's cost.
@@ -344,8 +350,10 @@ def load_scheduler(session: Session, rm: str, *, now: float, registry: Any = Non
     # Its reads are Core statements on the session's connection (no ORM layer per
     # statement, and so no autoflush): the session's own changes are flushed first.
     session.flush()
-    nodes, policy_file = _rm_nodes(session, rm, topology)
-    sched = Scheduler(nodes, policy_config(policy_file), modules=modules)
+    if config is None:
+        config = _rm_config(session, rm, topology)  # also: NotFoundError for an unknown RM
+    nodes = _rm_nodes(session, rm, topology)
+    sched = Scheduler(nodes, config, modules=modules)
     _charge_fairshare(sched, session, rm, now)
     lazy = idle_if_free and not modules
     rows = live_jobs(session, rm, idle=not lazy)
