@@ -29,9 +29,9 @@ from typing import Any
 
 from celery import Celery
 from celery.app.amqp import AMQP
-from celery.signals import beat_init
+from celery.signals import beat_init, worker_init
 
-from grid_tasks.errors import GridTasksError
+from grid_tasks.errors import ConfigError, GridTasksError
 # re-exported: callers know the queue names as the app's
 from grid_tasks.queues import (  # noqa: F401
     SCHEDULER_QUEUE,
@@ -39,6 +39,8 @@ from grid_tasks.queues import (  # noqa: F401
     gatekeeper_queue,
     node_queue,
 )
+from grid_tasks.security.config import is_tls_url
+from grid_tasks.security.signing import GridTask, setup_signing, signing_config
 from grid_tasks.settings import Settings
 
 #: Task options for launch-critical tasks: ``@app.task(**LAUNCH_CRITICAL)``.
@@ -173,9 +175,6 @@ def _install_beat_schedule(sender: Any = None, **_: Any) -> None:
 
 def security_config(settings: Settings) -> dict[str, Any]:
     """Signing (``auth`` serializer) and ``rediss://`` TLS options for ``settings``."""
-    from grid_tasks.security.config import is_tls_url
-    from grid_tasks.security.signing import signing_config
-
     conf = signing_config(settings.signing)
     if is_tls_url(settings.broker_url):
         conf["broker_use_ssl"] = settings.redis_tls.redis_kwargs()
@@ -254,16 +253,27 @@ class ReadableAMQP(AMQP):
         return message
 
 
-def create_app(settings: Settings | None = None, *, main: str = "grid_tasks") -> Celery:
-    """A configured Celery app for ``settings`` (default: from the environment)."""
+def create_app(settings: Settings | None = None, *, main: str = "grid_tasks",
+               defer_security: bool = False) -> Celery:
+    """A configured Celery app for ``settings`` (default: from the environment).
+
+    Signing that cannot start (no key yet) raises :class:`ConfigError`; with
+    ``defer_security`` (the module-level app, imported by every ``celery -A``
+    command and by Flower) the app is made anyway but fails closed: it cannot
+    sign, accepts only signed messages, and a worker started from it exits
+    with the error.
+    """
     settings = settings or Settings.from_env()
-    app = Celery(main, set_as_current=False, amqp=ReadableAMQP)
+    app = Celery(main, set_as_current=False, amqp=ReadableAMQP, task_cls=GridTask)
     app.conf.update(celery_config(settings))
     app.conf.update(include=task_modules())
     app.grid_settings = settings  # type: ignore[attr-defined]
-    from grid_tasks.security.signing import setup_signing
-
-    setup_signing(app, settings.signing)  # process-wide: refuses unsigned messages
+    try:
+        setup_signing(app, settings.signing)  # process-wide: refuses unsigned messages
+    except ConfigError as exc:
+        if not defer_security:
+            raise
+        _refuse_to_work(app, exc)
     # Node daemon lifecycle (registration, heartbeats) hooks into worker signals.
     from grid_tasks.node import daemon
 
@@ -273,7 +283,22 @@ def create_app(settings: Settings | None = None, *, main: str = "grid_tasks") ->
 
 beat_init.connect(_install_beat_schedule, weak=False, dispatch_uid="grid_tasks.beat_schedule")
 
-app: Celery = create_app()
+def _refuse_to_work(app: Celery, exc: ConfigError) -> None:
+    """A worker or beat started from ``app`` stops at once with ``exc``."""
+    import logging
+    import sys
+
+    def stop(sender: Any = None, **_: Any) -> None:
+        if getattr(sender, "app", None) is app:
+            logging.getLogger(__name__).critical("%s", exc)
+            print(f"error: {exc}", file=sys.stderr)
+            raise SystemExit(1)  # celery's signal dispatch swallows plain exceptions
+
+    worker_init.connect(stop, weak=False)
+    beat_init.connect(stop, weak=False)
+
+
+app: Celery = create_app(defer_security=True)
 app.set_current()
 
 

@@ -22,7 +22,8 @@ variable                           meaning                                    de
 =================================  =========================================  ==========================
 
 Security settings (``GRID_TASKS_SIGNING*``, ``GRID_TASKS_REDIS_TLS_*``,
-``GRID_TASKS_GRIDMAP``) are described in :mod:`grid_tasks.security.config`.
+``GRID_TASKS_GRIDMAP``, ``GRID_TASKS_SINGLE_USER``) are described in
+:mod:`grid_tasks.security.config`.
 
 Redis database 0 is deliberately not the default: it is where unrelated
 software on a shared host usually keeps its data.
@@ -39,7 +40,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from grid_tasks.errors import ConfigError
-from grid_tasks.security.config import RedisTLS, SigningSettings, gridmap_from_env
+from grid_tasks.security.config import RedisTLS, SigningSettings, flag, gridmap_from_env
 
 PREFIX = "GRID_TASKS_"
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/1"
@@ -90,6 +91,9 @@ class Settings:
     signing: SigningSettings = field(default_factory=SigningSettings)
     redis_tls: RedisTLS = field(default_factory=RedisTLS)
     gridmap_file: Path | None = None
+    #: a one-user grid (the embedded stack): no grid map, jobs run as the daemon's own
+    #: account, even root's; see :func:`grid_tasks.security.accounts.check_node_account`
+    single_user: bool = False
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> "Settings":
@@ -117,7 +121,8 @@ class Settings:
         return cls(broker, backend, redis_url, database, state_dir, topology,
                    interval, ttl, visibility,
                    signing=SigningSettings.from_env(env, state_dir),
-                   redis_tls=RedisTLS.from_env(env), gridmap_file=gridmap_from_env(env))
+                   redis_tls=RedisTLS.from_env(env), gridmap_file=gridmap_from_env(env),
+                   single_user=flag(env, "SINGLE_USER"))
 
     def replace(self, **changes: object) -> "Settings":
         """A copy with some fields changed (settings are immutable)."""
@@ -138,6 +143,7 @@ class Settings:
             **self.signing.to_env(),
             **self.redis_tls.to_env(),
             **({PREFIX + "GRIDMAP": str(self.gridmap_file)} if self.gridmap_file else {}),
+            **({PREFIX + "SINGLE_USER": "1"} if self.single_user else {}),
         }
 
 

@@ -74,6 +74,7 @@ def settings(redis_server: RedisServer, tmp_path: Path) -> Settings:
         redis_url=redis_server.url(3), database_url=f"sqlite:///{state / 'grid_tasks.db'}",
         state_dir=state, topology_file=DEMO_TOPOLOGY,
         heartbeat_interval=0.2, heartbeat_ttl=0.4, visibility_timeout=30.0,
+        single_user=True,  # a one-user test grid: node daemons run jobs as this user
     )
 
 

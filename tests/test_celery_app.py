@@ -45,11 +45,11 @@ def test_routes(celery_app_factory):
         assert _route(app, name) == SCHEDULER_QUEUE
 
 
-def test_config_is_json_only_and_restores_lost_tasks_within_a_minute():
+def test_config_is_signed_with_json_results_and_restores_lost_tasks_within_a_minute():
     s = Settings.from_env({"GRID_TASKS_VISIBILITY_TIMEOUT": "30"})
     conf = celery_config(s)
-    assert conf["accept_content"] == ["json"] == conf["result_accept_content"]
-    assert conf["task_serializer"] == conf["result_serializer"] == "json"
+    assert conf["accept_content"] == ["auth"] and conf["result_accept_content"] == ["json"]
+    assert conf["task_serializer"] == "auth" and conf["result_serializer"] == "json"
     t = conf["broker_transport_options"]
     worst = t["visibility_timeout"] + t["unacked_restore_interval"] * t["unacked_restore_throttle"]
     assert worst <= 60

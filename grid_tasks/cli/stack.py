@@ -22,7 +22,10 @@ def _options(topology: Path | None, state_dir: Path | None, flower: bool,
     return StackOptions(
         topology_file=topology or default_config_file("demo-grid.toml"),
         state_dir=state_dir or base.state_dir / "embedded",
-        flower=flower, flower_port=flower_port, heartbeat_interval=heartbeat)
+        flower=flower, flower_port=flower_port, heartbeat_interval=heartbeat,
+        # the operator's own choices carry over: signing (on unless turned off) and
+        # the grid map (none: a single-user grid running jobs as the invoking user)
+        signing=base.signing.enabled, gridmap_file=base.gridmap_file)
 
 
 def stack_options(func: Any) -> Any:

@@ -9,6 +9,7 @@ from typing import Any
 import click
 
 from grid_tasks.errors import ConfigError
+from grid_tasks.security.startup import check_node_account
 from grid_tasks.settings import Settings
 from grid_tasks.topology import load_topology
 
@@ -184,6 +185,7 @@ def _validate(rm: str | None, node: str | None, scheduler: bool, gatekeepers: bo
         topo = load_topology(settings.topology_file)
         if node:
             topo.node(rm, node)  # NotFoundError names the known ones
+            check_node_account(settings.gridmap_file, settings.single_user)
         else:
             topo.rm(rm)
     elif not settings.topology_file.exists() and gatekeepers:

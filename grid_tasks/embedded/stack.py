@@ -10,6 +10,8 @@ endpoint in this process, and optionally Flower with basic auth.  :meth:`stop`
 
 from __future__ import annotations
 
+import datetime as dt
+import getpass
 import logging
 import os
 import secrets
@@ -29,6 +31,9 @@ from grid_tasks.embedded.redis_server import RedisServer, free_port
 from grid_tasks.embedded.supervisor import Supervisor
 from grid_tasks.errors import GridTasksError
 from grid_tasks.node.registry import NodeRegistry, NodeStatus
+from grid_tasks.security.config import SigningSettings
+from grid_tasks.security.role_keys import GridKeys, ensure_grid_keys
+from grid_tasks.security.roles import Role
 from grid_tasks.settings import Settings, default_config_file, default_ttl
 from grid_tasks.topology import GridTopology, load_topology
 
@@ -69,6 +74,11 @@ class StackOptions:
     heartbeat_interval: float = 1.0
     start_timeout: float = 30.0
     loglevel: str = "INFO"
+    #: sign every message (keys made in ``<state_dir>/keys`` on first start); off only
+    #: when the operator's environment says ``GRID_TASKS_SIGNING=0``
+    signing: bool = True
+    #: the operator's grid map; None: a single-user grid, jobs run as the invoking user
+    gridmap_file: Path | None = None
 
 
 class EmbeddedStack:
@@ -85,6 +95,7 @@ class EmbeddedStack:
         self.flower_port: int | None = None
         self.flower_auth: str | None = None
         self.metrics: Any = None  # the /metrics endpoint (MetricsServer) while running
+        self.keys: GridKeys | None = None  # each role's key, when signing
 
     @property
     def metrics_url(self) -> str | None:
@@ -150,20 +161,31 @@ class EmbeddedStack:
     # --- pieces --------------------------------------------------------------------
 
     def _settings(self) -> Settings:
+        """The settings of this grid's clients (the invoking user's key)."""
         interval = self.options.heartbeat_interval
+        if self.options.signing:
+            self.keys = ensure_grid_keys(self.state_dir / "keys", getpass.getuser(),
+                                         now=dt.datetime.now(dt.timezone.utc))
         return Settings(
             broker_url=self.redis.url(1), result_backend=self.redis.url(2),
             redis_url=self.redis.url(3),
             database_url=f"sqlite:///{self.state_dir / 'grid_tasks.db'}",
             state_dir=self.state_dir, topology_file=Path(self.options.topology_file).resolve(),
             heartbeat_interval=interval, heartbeat_ttl=default_ttl(interval),
+            signing=self.signing_for(Role.USER), gridmap_file=self.options.gridmap_file,
+            single_user=self.options.gridmap_file is None,
         )
 
-    def child_env(self, **extra: str) -> dict[str, str]:
-        """Environment for a child process: ours, minus stale GRID_TASKS_*, plus the stack's."""
+    def signing_for(self, role: Role) -> SigningSettings:
+        """How a process of ``role`` signs (off when the operator turned signing off)."""
+        return SigningSettings(enabled=False) if self.keys is None else self.keys.signing(role)
+
+    def child_env(self, role: Role = Role.SCHEDULER, **extra: str) -> dict[str, str]:
+        """Environment for a child process of ``role``: ours, minus stale GRID_TASKS_*,
+        plus the stack's settings with that role's key."""
         assert self.settings is not None
         env = {k: v for k, v in os.environ.items() if not k.startswith("GRID_TASKS_")}
-        env.update(self.settings.to_env())
+        env.update(self.settings.replace(signing=self.signing_for(role)).to_env())
         env["PYTHONUNBUFFERED"] = "1"
         env.update(extra)
         return env
@@ -193,7 +215,7 @@ class EmbeddedStack:
         for spec in self.topology.iter_nodes():  # its role's default pool: solo
             self.supervisor.spawn(f"node-{spec.rm}-{spec.name}", self._grid_tasks(
                 "worker", "--rm", spec.rm, "--node", spec.name, "--no-check", "-l", lvl),
-                env=self.child_env())
+                env=self.child_env(Role.NODE))
 
     def _spawn_beats(self) -> None:
         """Two HA beats (one leads through a Redis lease, one stands by), never a beat
@@ -217,7 +239,15 @@ class EmbeddedStack:
         self.supervisor.spawn("flower", [
             sys.executable, "-m", "celery", "-A", "grid_tasks.celery_app", "flower",
             f"--port={port}", "--address=127.0.0.1", f"--basic-auth={self.flower_auth}",
-            f"--db={self.state_dir / 'flower.db'}"], env=self.child_env())
+            f"--db={self.state_dir / 'flower.db'}"], env=self._flower_env())
+
+    def _flower_env(self) -> dict[str, str]:
+        """Flower holds no signing key: a Flower login can watch and control workers but
+        cannot send a task that any worker accepts."""
+        env = self.child_env()
+        if self.keys is not None:
+            env["GRID_TASKS_SIGNING_KEY"] = str(self.state_dir / "keys" / "flower-has-no.key")
+        return env
 
     def registry(self) -> NodeRegistry:
         assert self.settings is not None

@@ -8,6 +8,8 @@ here touches the machine's shared Redis or database.
 
 from __future__ import annotations
 
+import datetime as dt
+import getpass
 import os
 import re
 import shutil
@@ -21,6 +23,8 @@ from grid_tasks.embedded.redis_server import RedisServer
 from grid_tasks.embedded.stack import grid_tasks_command, prepare_database
 from grid_tasks.embedded.supervisor import Child, Supervisor, leftover
 from grid_tasks.errors import GridTasksError
+from grid_tasks.security.role_keys import GridKeys, ensure_grid_keys
+from grid_tasks.security.roles import Role
 from grid_tasks.settings import Settings, default_config_file
 from grid_tasks.topology import load_topology
 
@@ -79,6 +83,7 @@ class FaultGrid:
         self.nodes: dict[str, Child] = {}
         self.scheduler: Child | None = None
         self.settings: Settings | None = None
+        self.keys: GridKeys | None = None
         self.topology = None
         self._grid: Any = None
         self._pids: set[int] = set()
@@ -93,7 +98,11 @@ class FaultGrid:
             redis_url=self.redis.url(3), database_url=self.database_url,
             state_dir=self.state_dir, topology_file=topology_file,
             heartbeat_interval=self.heartbeat, heartbeat_ttl=self.heartbeat_ttl,
-            visibility_timeout=self.visibility_timeout)
+            visibility_timeout=self.visibility_timeout, single_user=True)
+        # signed like every grid that ships: the test process is this grid's user
+        self.keys = ensure_grid_keys(self.state_dir / "keys", getpass.getuser(),
+                                     now=dt.datetime.now(dt.timezone.utc))
+        self.settings = self.settings.replace(signing=self.keys.signing(Role.USER))
         try:
             prepare_database(self.settings, self.topology)
             self.start_scheduler()
@@ -127,10 +136,12 @@ class FaultGrid:
         self.stop()
 
     # -- processes ---------------------------------------------------------------------
-    def env(self, **extra: str) -> dict[str, str]:
+    def env(self, role: Role = Role.SCHEDULER, **extra: str) -> dict[str, str]:
+        """A child's environment: the grid's settings with ``role``'s key."""
         assert self.settings is not None, "start() the grid first"
         env = {k: v for k, v in os.environ.items() if not k.startswith("GRID_TASKS_")}
-        env.update(self.settings.to_env())
+        assert self.keys is not None
+        env.update(self.settings.replace(signing=self.keys.signing(role)).to_env())
         env.update({"PYTHONUNBUFFERED": "1",
                     "GRID_TASKS_LAUNCH_TIMEOUT": repr(self.launch_timeout)})
         env.update(extra)
@@ -154,7 +165,7 @@ class FaultGrid:
         argv = grid_tasks_command("worker", "--rm", rm, "--node", node, "--no-check",
                                   "-l", "WARNING")
         name = f"node-{node}-{len(self.supervisor.children)}"
-        child = self.supervisor.spawn(name, argv, env=self.env())
+        child = self.supervisor.spawn(name, argv, env=self.env(Role.NODE))
         self.nodes[node] = child
         if wait:
             self.wait_nodes([(rm, node)])

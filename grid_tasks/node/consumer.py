@@ -30,6 +30,9 @@ from typing import Any
 from celery.worker.consumer import Consumer
 from celery.worker.state import maybe_shutdown
 
+from grid_tasks.security.refusals import refuse
+from grid_tasks.security.signing import signer_id
+
 log = logging.getLogger(__name__)
 
 
@@ -82,6 +85,24 @@ class ResilientConsumer(Consumer):  # type: ignore[misc]
             settle_unacked(lost)
         super().on_connection_error_after_connected(exc)
         reattach(channel, transport, lost)
+
+    # -- refused messages: one line each, counted (grid_tasks.security.refusals) -------
+    def on_decode_error(self, message: Any, exc: Exception) -> None:
+        """A body that does not verify (unknown signer, bad signature): refused, acked."""
+        _refused(self.app, message, exc)
+        message.ack()
+
+    def on_invalid_task(self, body: Any, message: Any, exc: Exception) -> None:
+        """A message of a content type this worker does not accept (unsigned): refused."""
+        _refused(self.app, message, exc)
+        message.reject_log_error(log, self.connection_errors)
+
+
+def _refused(app: Any, message: Any, exc: Exception) -> None:
+    queue = (getattr(message, "delivery_info", None) or {}).get("routing_key")
+    task = (getattr(message, "headers", None) or {}).get("task")
+    reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    refuse(app, queue=queue, signer=signer_id(message.body), reason=reason, task=task)
 
 
 def reattach(channel: Any, transport: Any, connection: Any) -> None:

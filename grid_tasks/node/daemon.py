@@ -24,6 +24,7 @@ from celery.worker import state as worker_state
 from grid_tasks.errors import GridTasksError, NotFoundError
 from grid_tasks.node.registry import NodeRegistry
 from grid_tasks.node.resources import detect_resources, host_facts
+from grid_tasks.security.startup import check_node_account
 from grid_tasks.settings import Settings
 from grid_tasks.topology import load_topology
 
@@ -132,6 +133,8 @@ class NodeDaemonStep(bootsteps.StartStopStep):
         if not (self.rm and self.node):
             return
         settings = app_settings(worker.app)
+        # also for a plain `celery worker` (grid-tasks worker checked before starting)
+        check_node_account(settings.gridmap_file, settings.single_user)
         registry = NodeRegistry.from_url(settings.redis_url, settings.heartbeat_ttl,
                                          settings=settings)
         rm, node = self.rm, self.node

@@ -118,3 +118,4 @@ def group_name(gid: int) -> str:
         return grp.getgrgid(gid).gr_name
     except KeyError:
         return f"#{gid}"
+

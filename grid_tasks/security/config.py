@@ -3,8 +3,9 @@
 ==================================  ==============================================
 variable                            meaning (default)
 ==================================  ==============================================
-``GRID_TASKS_SIGNING``              ``1`` signs every task message (``auth``
-                                    serializer) and refuses unsigned ones (``0``)
+``GRID_TASKS_SIGNING``              signs every task message (``auth``
+                                    serializer) and refuses unsigned ones (``1``);
+                                    ``0`` turns it off, for a closed test bench
 ``GRID_TASKS_SIGNING_KEY``          this process's RSA private key, PEM
                                     (``<state dir>/keys/worker.key``)
 ``GRID_TASKS_SIGNING_CERT``         its certificate (``<state dir>/keys/worker.pem``)
@@ -16,6 +17,9 @@ variable                            meaning (default)
 ``GRID_TASKS_REDIS_TLS_CERT_REQS``  ``required`` / ``optional`` / ``none``
                                     (``required``)
 ``GRID_TASKS_GRIDMAP``              grid map file; unset: no authorization
+``GRID_TASKS_SINGLE_USER``          ``1``: a one-user grid without grid map, whose
+                                    node daemons run jobs as their own account
+                                    even as root (the embedded stack) (``0``)
 ==================================  ==============================================
 
 The TLS options apply to every ``rediss://`` URL (broker, result backend, token
@@ -69,7 +73,7 @@ class SigningSettings:
         """Read ``GRID_TASKS_SIGNING*``; paths default into ``<state_dir>/keys``."""
         keys = state_dir / KEYS_DIR
         return cls(
-            enabled=_flag(env, "SIGNING"),
+            enabled=flag(env, "SIGNING", default="1"),  # secure by default
             key=_path(env, "SIGNING_KEY", keys / KEY_FILE),
             cert=_path(env, "SIGNING_CERT", keys / CERT_FILE),
             cert_store=_path(env, "SIGNING_CERT_STORE", keys / STORE_DIR),
@@ -174,8 +178,9 @@ def _bad(name: str, value: str, why: str) -> ConfigError:
                        key=PREFIX + name)
 
 
-def _flag(env: Mapping[str, str], name: str) -> bool:
-    raw = (env.get(PREFIX + name) or "0").strip().lower()
+def flag(env: Mapping[str, str], name: str, default: str = "0") -> bool:
+    """``GRID_TASKS_<name>`` as a boolean; :class:`ConfigError` naming it if malformed."""
+    raw = (env.get(PREFIX + name) or default).strip().lower()
     if raw in {"1", "true", "yes", "on"}:
         return True
     if raw in {"0", "false", "no", "off", ""}:

@@ -70,7 +70,7 @@ class CertInfo:
 
 def self_signed(common_name: str, *, now: dt.datetime, days: int = DEFAULT_DAYS,
                 hosts: tuple[str, ...] = (), key_size: int = DEFAULT_KEY_SIZE,
-                organization: str = "grid_tasks") -> tuple[bytes, bytes]:
+                organization: str = "grid_tasks", unit: str | None = None) -> tuple[bytes, bytes]:
     """A new RSA key and a self-signed certificate for it: ``(key_pem, cert_pem)``.
 
     ``hosts`` (DNS names or IP addresses) go into the subject alternative name,
@@ -79,8 +79,10 @@ def self_signed(common_name: str, *, now: dt.datetime, days: int = DEFAULT_DAYS,
     if days <= 0:
         raise KeyMaterialError(f"certificate lifetime must be positive, not {days} days")
     key = rsa.generate_private_key(public_exponent=65537, key_size=key_size)
-    name = x509.Name([x509.NameAttribute(NameOID.ORGANIZATION_NAME, organization),
-                      x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
+    parts = [x509.NameAttribute(NameOID.ORGANIZATION_NAME, organization)]
+    if unit:  # the role: /O=grid_tasks/OU=user/CN=alice
+        parts.append(x509.NameAttribute(NameOID.ORGANIZATIONAL_UNIT_NAME, unit))
+    name = x509.Name([*parts, x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
     builder = (x509.CertificateBuilder().subject_name(name).issuer_name(name)
                .public_key(key.public_key()).serial_number(x509.random_serial_number())
                .not_valid_before(now - dt.timedelta(minutes=5))  # tolerate clock skew

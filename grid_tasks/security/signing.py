@@ -1,25 +1,52 @@
-"""Celery message signing (the ``auth`` serializer) switched on from settings.
+"""Celery message signing that tells the task who signed it.
 
-With signing on, every task message is signed with this process's private key
-and a worker accepts only messages whose signature verifies against a
-certificate in its trusted store; anything else (a plain JSON message, a
-message signed by an unknown key, a tampered body) is refused before the task
-runs.  Results stay plain JSON (``result_accept_content=['json']``): they are
-written by workers that already passed verification, and clients could not
-read signed results without the signer's certificate.
+Celery's stock ``auth`` serializer signs each task body with the sender's RSA key
+and verifies it against a certificate store, but then drops what it learned: a
+task cannot ask *who* sent it.  :class:`SignedSerializer` builds on it (same wire
+format, same ``auth`` name, so stock Celery peers interoperate) and, after the
+signature verifies, puts the signer into the decoded message's ``embed`` part as
+``grid_signer`` (subject and roles from :class:`~grid_tasks.security.trust.TrustStore`).
+Celery hands the embed to the task as request attributes: ``self.request.grid_signer``.
+A sender cannot forge it: the key is overwritten after verification.
 
-Celery installs the serializer process-wide (kombu's registry is global), so
-a process runs either signed or unsigned apps, not both.
+Only the body is signed, not the headers (that is Celery's format), so the sender
+also puts the task name into the signed embed (``grid_task``, by a
+``before_task_publish`` hook) and :class:`GridTask` refuses a message whose header
+names another task: a signed body cannot be replayed as a different task.
+
+With signing on, every task message is signed and a worker accepts only signed
+ones (``accept_content=['auth']``); results and events stay plain JSON.  kombu's
+serializer registry is process-wide, so a process runs signed or unsigned apps,
+with one key, not both.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from grid_tasks.errors import ConfigError
+from celery import Task
+from celery.exceptions import SecurityError
+from celery.security.certificate import Certificate
+from celery.security.key import PrivateKey
+from celery.security.serialization import SecureSerializer
+from celery.security.utils import reraise_errors
+from celery.signals import before_task_publish
+from kombu.serialization import disable_insecure_serializers, loads, registry
+from kombu.utils.encoding import bytes_to_str
+
+from grid_tasks.errors import ConfigError, GridTasksError
 from grid_tasks.security.config import SigningSettings
+from grid_tasks.security.refusals import refuse
+from grid_tasks.security.roles import Role, roles_for
+from grid_tasks.security.trust import Signer, TrustStore
 
 AUTH = "auth"
+SIGNER_KEY = "grid_signer"
+TASK_KEY = "grid_task"
+
+
+class MessageRefused(GridTasksError):
+    """A signed message whose signer may not run its task (or that names another task)."""
 
 
 def signing_config(signing: SigningSettings) -> dict[str, Any]:
@@ -38,8 +65,48 @@ def signing_config(signing: SigningSettings) -> dict[str, Any]:
     }
 
 
+class SignedSerializer(SecureSerializer):  # type: ignore[misc]
+    """Celery's ``auth`` serializer, verifying against a :class:`TrustStore` and
+    recording the verified signer in the message's embed."""
+
+    def __init__(self, key: PrivateKey, cert: Certificate, trust: TrustStore) -> None:
+        super().__init__(key, cert, None, digest="sha256", serializer="json")
+        self.trust = trust
+
+    def deserialize(self, data: Any) -> Any:
+        with reraise_errors("Unable to deserialize: {0!r}", (Exception,)):
+            payload = self._unpack(data)
+            cert_id = bytes_to_str(payload["signer"])
+            signer = self.trust.signer(cert_id)
+            if signer is None:
+                raise SecurityError(f"unknown signer {cert_id!r}")
+            self.trust.certificate(cert_id).verify(payload["body"], payload["signature"],
+                                                   self._digest)
+        body = loads(payload["body"], payload["content_type"], payload["content_encoding"],
+                     force=True)
+        return with_signer(body, signer)
+
+
+def with_signer(body: Any, signer: Signer) -> Any:
+    """A task body ``(args, kwargs, embed)`` with the verified signer in its embed."""
+    if isinstance(body, (list, tuple)) and len(body) == 3 and isinstance(body[2], (dict,
+                                                                                  type(None))):
+        embed = dict(body[2] or {})
+        embed[SIGNER_KEY] = signer.to_embed()
+        return (body[0], body[1], embed)
+    return body
+
+
+def signer_id(data: Any) -> str | None:
+    """The signer id a (possibly refused) signed payload claims, for logs; None if none."""
+    try:
+        return bytes_to_str(SecureSerializer()._unpack(data)["signer"])
+    except Exception:  # not a signed payload at all
+        return None
+
+
 def setup_signing(app: Any, signing: SigningSettings) -> bool:
-    """Register the ``auth`` serializer for ``app`` if signing is on; True if it is.
+    """Register the signer-revealing ``auth`` serializer if signing is on; True if it is.
 
     Raises :class:`ConfigError` naming the variable when a key, certificate or
     store is missing or unusable.
@@ -47,13 +114,71 @@ def setup_signing(app: Any, signing: SigningSettings) -> bool:
     if not signing.enabled:
         return False
     signing.check_files()
-    from celery.exceptions import ImproperlyConfigured, SecurityError
-
     try:
-        # Keep JSON decodable for consumers without an accept list (results, events).
-        app.setup_security(allowed_serializers=["json"])
-    except (SecurityError, ImproperlyConfigured, OSError, ValueError) as exc:
+        serializer = SignedSerializer(PrivateKey(signing.key.read_bytes()),  # type: ignore[union-attr]
+                                      Certificate(signing.cert.read_text()),  # type: ignore[union-attr]
+                                      TrustStore(signing.cert_store))  # type: ignore[arg-type]
+    except (SecurityError, GridTasksError, OSError, ValueError) as exc:
         text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ConfigError(f"message signing cannot start: {text}", source="environment",
                           key="GRID_TASKS_SIGNING") from None
+    registry.register(AUTH, serializer.serialize, serializer.deserialize,
+                      content_type="application/data", content_encoding="utf-8")
+    disable_insecure_serializers(allowed=["json", AUTH])  # pickle, yaml, msgpack off
+    app.grid_trust = serializer.trust  # type: ignore[attr-defined]
     return True
+
+
+def _name_task(sender: Any = None, body: Any = None, headers: Any = None, **_: Any) -> None:
+    """Put the task name into the (signed) embed of every task message sent."""
+    if isinstance(body, tuple) and len(body) == 3 and isinstance(body[2], dict):
+        body[2][TASK_KEY] = (headers or {}).get("task") or sender
+
+
+before_task_publish.connect(_name_task, weak=False, dispatch_uid="grid_tasks.name_task")
+
+
+class GridTask(Task):  # type: ignore[misc]
+    """The base of every grid_tasks task: with signing on, runs a message only when its
+    verified signer holds a role the task admits (:func:`~grid_tasks.security.roles.roles_for`).
+
+    A refusal is logged once, as a warning by :func:`refuse`; Celery then records the
+    task's failure as an expected one (``throws``): one line, no traceback."""
+
+    throws = (MessageRefused,)
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if MessageRefused not in cls.throws:  # a task's own ``throws=`` keeps ours
+            cls.throws = (*cls.throws, MessageRefused)
+
+    def before_start(self, task_id: str, args: Any, kwargs: Any) -> None:
+        if self.app.conf.task_serializer != AUTH or self.request.called_directly:
+            return
+        signer = getattr(self.request, SIGNER_KEY, None)
+        named = getattr(self.request, TASK_KEY, None)
+        reason = _refusal(self.name, signer, named)
+        if reason is not None:
+            queue = (self.request.delivery_info or {}).get("routing_key")
+            subject = (signer or {}).get("subject") if isinstance(signer, dict) else None
+            refuse(self.app, queue=queue, signer=subject, reason=reason, task=self.name)
+            raise MessageRefused(f"{self.name}: refused: {reason}")
+
+    def signer_subject(self) -> str | None:
+        """The verified subject of the current message's signer (None: unsigned/local)."""
+        signer = getattr(self.request, SIGNER_KEY, None)
+        return signer.get("subject") if isinstance(signer, dict) else None
+
+
+def _refusal(task: str, signer: Any, named: Any) -> str | None:
+    if not isinstance(signer, dict):
+        return "not signed by a trusted key"
+    if named != task:
+        return f"signed for task {named!r}, not this one"
+    held = {Role(r) for r in signer.get("roles", ()) if r in Role._value2member_map_}
+    allowed = roles_for(task)
+    if not held & allowed:
+        need = "/".join(sorted(r.value for r in allowed))
+        have = "/".join(sorted(r.value for r in held)) or "none"
+        return f"signer role {have} may not run it (needs {need})"
+    return None

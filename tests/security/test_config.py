@@ -14,8 +14,14 @@ from grid_tasks.security.connections import mask_url, redis_kwargs
 from grid_tasks.settings import Settings
 
 
-def test_signing_is_off_by_default_and_config_stays_json(tmp_path):
+def test_signing_is_on_by_default_from_the_environment(tmp_path):
     s = Settings.from_env({"GRID_TASKS_STATE_DIR": str(tmp_path)})
+    assert s.signing.enabled
+    assert celery_config(s)["accept_content"] == ["auth"]
+
+
+def test_signing_turned_off_explicitly_keeps_config_json(tmp_path):
+    s = Settings.from_env({"GRID_TASKS_STATE_DIR": str(tmp_path), "GRID_TASKS_SIGNING": "0"})
     assert not s.signing.enabled
     conf = celery_config(s)
     assert conf["task_serializer"] == "json" and conf["accept_content"] == ["json"]

@@ -1,0 +1,61 @@
+"""Refused messages: one log line each, and a count per reason that metrics export.
+
+A worker refuses a message that is not signed, signed by a key it does not trust,
+tampered with, or signed by a role its task does not admit.  Each refusal is
+logged once, as one line naming the queue, the signer and the reason (no
+traceback: an attacker must not be able to flood the logs with them), and counted
+in the coordination store's hash :data:`REFUSED_KEY`, field = reason kind, which
+``grid-tasks metrics`` exports as ``grid_tasks_messages_refused_total``.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any
+
+from grid_tasks.security.connections import redis_client
+
+log = logging.getLogger("grid_tasks.security")
+
+REFUSED_KEY = "grid:security:refused"
+_clients: dict[int, Any] = {}
+_lock = threading.Lock()
+
+
+def reason_kind(reason: str) -> str:
+    """A short, bounded label for a refusal reason (a metrics label must not grow)."""
+    text = reason.lower()
+    for needle, kind in (("unknown signer", "unknown_signer"), ("bad signature", "bad_signature"),
+                         ("expired", "expired_certificate"), ("not signed", "unsigned"),
+                         ("untrusted content", "unsigned"), ("disallowed", "unsigned"),
+                         ("signed for task", "task_mismatch"), ("role", "role")):
+        if needle in text:
+            return kind
+    return "other"
+
+
+def refuse(app: Any, *, queue: str | None, signer: str | None, reason: str,
+           task: str | None = None) -> None:
+    """Log one line for a refused message and count it (counting never raises)."""
+    log.warning("refused message on queue %s from %s%s: %s", queue or "?",
+                signer or "an unknown signer", f" for {task}" if task else "", reason)
+    try:
+        _client(app).hincrby(REFUSED_KEY, reason_kind(reason), 1)
+    except Exception as exc:  # Redis down: the log line is the record
+        log.debug("refusal not counted: %s", exc)
+
+
+def _client(app: Any) -> Any:
+    with _lock:
+        found = _clients.get(id(app))
+        if found is None:
+            settings = getattr(app, "grid_settings")
+            found = _clients[id(app)] = redis_client(settings, settings.redis_url)
+        return found
+
+
+def counts(client: Any) -> dict[str, int]:
+    """Refusals so far, by reason kind."""
+    raw = client.hgetall(REFUSED_KEY) or {}
+    return {(k.decode() if isinstance(k, bytes) else k): int(v) for k, v in raw.items()}

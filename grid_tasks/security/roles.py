@@ -1,0 +1,73 @@
+"""Who may ask for what: the roles of signers and the tasks each role may run.
+
+Trust is per role, not per key: an operator trusts a certificate *as* a user, a
+scheduler or a node (``grid-tasks keys trust --role``), and a worker runs a task
+only when the verified signer of its message holds a role that task admits.
+
+* ``user``: applications and people; they ask a gatekeeper for things (submit,
+  cancel, coallocate) and may wake an RM's iteration.
+* ``scheduler``: the grid's own services: scheduler workers, gatekeepers (which run
+  their RM's iteration in place) and beats.  Only they may launch on a node.
+* ``node``: node daemons; they report what their job managers saw.
+
+Pure: a table and a lookup, no I/O.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+
+
+class Role(str, Enum):
+    """A signer's role, given by where the operator put its certificate."""
+
+    USER = "user"
+    SCHEDULER = "scheduler"
+    NODE = "node"
+
+
+ALL_ROLES: frozenset[Role] = frozenset(Role)
+_SERVICES = frozenset({Role.SCHEDULER})
+_ANYONE = ALL_ROLES
+
+#: Task name -> the roles whose signed messages may run it.  A task not named here
+#: admits only the grid's services (:data:`DEFAULT_ROLES`): a new task is closed
+#: until someone decides who may send it.
+TASK_ROLES: dict[str, frozenset[Role]] = {
+    # node queue: processes start here, as root when the daemon is root
+    "grid_tasks.gram.tasks.launch": _SERVICES,
+    "grid_tasks.gram.tasks.launch_batch": _SERVICES,
+    # read-only: a node reports its resources (``grid-tasks up``/``demo`` ask as the user)
+    "grid_tasks.node.tasks.node_check": frozenset({Role.USER, Role.SCHEDULER}),
+    # the one door: a user's requests at its RM's gatekeeper
+    "grid_tasks.gram.tasks.submit": frozenset({Role.USER}),
+    "grid_tasks.gram.tasks.cancel": frozenset({Role.USER, Role.SCHEDULER}),
+    "grid_tasks.duroc.tasks.watch_subjob": frozenset({Role.USER, Role.SCHEDULER}),
+    # wake-ups and settles: idempotent, they only make the owner look again
+    "grid_tasks.scheduling.tasks.iterate": _ANYONE,
+    "grid_tasks.duroc.tasks.settle": _ANYONE,
+    "grid_tasks.scheduling.tasks.ping": _ANYONE,
+    # the metascheduler asks RMs for estimates and reservations on a user's behalf
+    "grid_tasks.broker.rm_tasks.estimate": frozenset({Role.USER, Role.SCHEDULER}),
+    "grid_tasks.broker.rm_tasks.reserve": frozenset({Role.USER, Role.SCHEDULER}),
+    "grid_tasks.broker.rm_tasks.release": frozenset({Role.USER, Role.SCHEDULER}),
+    # Celery's own chord machinery, sent by whoever started the chord
+    "celery.chord_unlock": frozenset({Role.USER, Role.SCHEDULER}),
+    "celery.accumulate": frozenset({Role.USER, Role.SCHEDULER}),
+}
+
+DEFAULT_ROLES: frozenset[Role] = _SERVICES
+
+
+def roles_for(task_name: str) -> frozenset[Role]:
+    """The roles that may run ``task_name`` (services only for a task not listed)."""
+    return TASK_ROLES.get(task_name, DEFAULT_ROLES)
+
+
+def parse_role(text: str) -> Role:
+    """A :class:`Role` from its name; ValueError naming the known ones."""
+    try:
+        return Role(text.strip().lower())
+    except ValueError:
+        known = ", ".join(r.value for r in Role)
+        raise ValueError(f"unknown role {text!r}: expected one of {known}") from None
