@@ -79,7 +79,8 @@ def readable(verb: str, *, job: object = None, rm: str | None = None,
 
 #: Tasks outside ``grid_tasks.gram`` that run at a resource manager's gatekeeper
 #: (routed to ``gram.<rm>`` by their ``rm`` keyword argument).
-GATEKEEPER_TASKS: frozenset[str] = frozenset({"grid_tasks.duroc.tasks.watch_subjob"})
+GATEKEEPER_TASKS: frozenset[str] = frozenset({"grid_tasks.duroc.tasks.watch_subjob",
+                                              "grid_tasks.duroc.tasks.submit_subjob"})
 
 
 class GridRouter:

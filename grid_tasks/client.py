@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from grid_tasks.errors import GridTasksError, NotFoundError
+from grid_tasks.errors import ConfigError, GridTasksError, NotFoundError
+from grid_tasks.gram.door import CANCEL, DEFAULT_TIMEOUT_S, SUBMIT, ask
 from grid_tasks.gram.errors import JobFinishedError, JobRefusedError, WaitTimeoutError
-from grid_tasks.gram.submission import cancel_job, store_submission
 from grid_tasks.settings import Settings
 from grid_tasks.states import JobState, MauiJobState
 
@@ -58,6 +58,17 @@ class JobStatus:
                    row.failure_reason, row.gram_error, row.gram_error_code, row.exit_code,
                    dict(request.get("exit_codes") or {}), row.submit_time, row.start_time,
                    row.end_time, dict(row.nodes_allocated or {}), row.user)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "JobStatus":
+        """The inverse of :meth:`to_dict` (a gatekeeper's answer)."""
+        values = dict(data)
+        for name in ("submit_time", "start_time", "end_time"):
+            if values.get(name):
+                values[name] = datetime.fromisoformat(values[name])
+        values["state"] = JobState(values["state"])
+        values["maui_state"] = MauiJobState(values["maui_state"])
+        return cls(**{k: v for k, v in values.items() if k in cls.__dataclass_fields__})
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form (times as ISO 8601)."""
@@ -139,19 +150,23 @@ class Grid:
                job_class: str | None = None, idempotency_key: str | None = None,
                extra_env: dict[str, str] | None = None,
                variables: dict[str, str] | None = None, source: str = "<rsl>",
-               identity: str | None = None) -> "JobHandle":
-        """Validate and queue a GRAM job at resource manager ``rm``; returns its handle.
+               timeout: float = DEFAULT_TIMEOUT_S) -> "JobHandle":
+        """Validate a GRAM job request and ask resource manager ``rm``'s gatekeeper to
+        queue it; returns its handle.
 
-        With a grid map configured (``GRID_TASKS_GRIDMAP``), ``identity`` (default
-        ``user@host`` of this process) must map to a local account on the RM, else
-        :class:`~grid_tasks.security.errors.Unauthorized` and nothing is stored; the
-        job's processes then run as that account (and ``user`` defaults to it).
+        The RSL is checked here first (errors at once, with line and column); then
+        the gatekeeper decides: it takes the submitter to be whoever signed the request
+        (this process's key), maps that subject through *its* grid map and records the
+        job, which runs as the mapped account; ``user`` only picks among the accounts
+        the map allows (the first by default).  A refusal comes back as the typed error:
+        :class:`~grid_tasks.security.errors.Unauthorized` (subject not mapped, account
+        not allowed), NotFoundError (unknown RM), JobRefusedError (larger than the RM
+        can ever hold), RSLError (with its GRAM code); ConnectivityError when no
+        gatekeeper answers within ``timeout`` seconds.  Nothing is stored on refusal.
 
-        ``rm`` defaults to the RSL's resourceManagerContact, else the only RM.
-        Raises RSLError (invalid RSL, with its GRAM code), NotFoundError (unknown
-        RM) or JobRefusedError (larger than the RM can ever hold).  A repeated
-        ``idempotency_key`` returns the job first submitted with it.
-        ``extra_env`` is added to every process's environment; ``source`` names
+        ``rm`` defaults to the RSL's resourceManagerContact, else the only RM of the
+        topology.  A repeated ``idempotency_key`` returns the job first submitted with
+        it.  ``extra_env`` is added to every process's environment; ``source`` names
         the RSL in error messages (e.g. its file).
         """
         from grid_tasks.rsl import lower
@@ -160,12 +175,32 @@ class Grid:
         if len(subjobs) != 1:
             raise JobRefusedError("a multi-request (+...) is a coallocated job: submit it with "
                                   "grid-tasks coalloc", code="BAD_RSL")
+        name = self._rm_for(rm or subjobs[0].rm_contact)
         creds = {"user": user, "group": group, "account": account, "qos": qos,
                  "job_class": job_class}
-        job_id, contact, _ = store_submission(
-            self, rsl, subjobs[0], rm or subjobs[0].rm_contact, creds,
-            idempotency_key=idempotency_key, extra_env=extra_env, identity=identity)
-        return JobHandle(self, job_id, contact)
+        reply = ask(self.app, SUBMIT, name, {
+            "rsl": rsl, "creds": creds, "idempotency_key": idempotency_key,
+            "extra_env": extra_env, "variables": variables, "source": source},
+            shadow=f"submit to {name}", timeout=timeout)
+        return JobHandle(self, int(reply["id"]), str(reply["contact"]))
+
+    def _rm_for(self, wanted: str | None) -> str:
+        """The RM to ask: the one named (NotFoundError if the topology knows it not),
+        else the topology's only one."""
+        from grid_tasks.topology import load_topology
+
+        try:
+            topology = load_topology(self.settings.topology_file)
+        except ConfigError:
+            if wanted:  # no topology here: the named RM's gatekeeper will tell
+                return wanted
+            raise
+        if wanted:
+            return topology.rm(wanted).name
+        if len(topology.rms) == 1:
+            return next(iter(topology.rms))
+        raise NotFoundError("no resource manager given and none in the RSL "
+                            f"(resourceManagerContact); choose one of: {', '.join(topology.rms)}")
 
     def job(self, job_id_or_contact: int | str) -> "JobHandle":
         """The handle of an existing job, by id or GRAM contact; NotFoundError otherwise."""
@@ -185,12 +220,16 @@ class Grid:
         with session_scope(self.sessions) as session:
             return JobStatus.from_row(repository.get_job(session, int(job_id)))
 
-    def cancel(self, job_id: int | str) -> JobStatus:
-        """Cancel a job: an idle one fails at once, a running one is killed by its
-        job managers (FAILED, USER_CANCELLED).  NotFoundError for an unknown job,
-        JobFinishedError for one that is DONE or FAILED already."""
+    def cancel(self, job_id: int | str, *, timeout: float = DEFAULT_TIMEOUT_S) -> JobStatus:
+        """Ask the job's gatekeeper to cancel it: an idle one fails at once, a running
+        one is killed by its job managers (FAILED, USER_CANCELLED).  NotFoundError for
+        an unknown job, JobFinishedError for one that is DONE or FAILED already,
+        Unauthorized for someone else's job (with a grid map)."""
         handle = self.job(job_id)
-        return cancel_job(self, handle.id)
+        rm = self.status(handle.id).rm
+        reply = ask(self.app, CANCEL, str(rm), {"job": handle.id},
+                    shadow=f"cancel job {handle.id} on {rm}", timeout=timeout)
+        return JobStatus.from_dict(reply)
 
 
     # -- coallocated (DUROC) jobs: grid_tasks.duroc.control ------------------------------

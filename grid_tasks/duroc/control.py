@@ -101,7 +101,7 @@ class Coallocator(HeaderSteps, StructureChanges):
         watched = [(a, s) for a, s in subs if s.start_type is not SubjobStartType.NO_BARRIER]
         for address, sub in subs:
             if sub.start_type is SubjobStartType.NO_BARRIER:
-                self.submit_subjob(job_id, address)
+                self.ask_submit(job_id, address, sub.rm_contact)
         if not watched:
             self.release_step(job_id)
             return
@@ -116,12 +116,14 @@ class Coallocator(HeaderSteps, StructureChanges):
 
     # -- subjob submission and watching (run by the header tasks) -------------------------
     def submit_subjob(self, job_id: int, address: int, iterate: bool = False,
-                      url: bytes | None = None) -> tuple[int, bool]:
+                      url: bytes | None = None,
+                      identity: str | None = None) -> tuple[int, bool]:
         """Submit subjob ``address`` through GRAM once (idempotent): (its GRAM job id,
         stored by this call).  The GRAM job is stored linked to its subjob, in one
         transaction; a retry after a failure in between links it then.  ``iterate``:
         run the RM's iteration here at once instead of triggering it (a header task, in
-        its gatekeeper: the subjob's start then waits for no other task)."""
+        its gatekeeper: the subjob's start then waits for no other task).  ``identity``:
+        the submitter as its gatekeeper verified it (mapped through its grid map)."""
         from grid_tasks.gram.records import Outbox
         from grid_tasks.gram.submission import store_submission
         from grid_tasks.rsl import lower
@@ -151,7 +153,7 @@ class Coallocator(HeaderSteps, StructureChanges):
         gram_id, stored, _ = store_submission(
             self.grid, rsl, request, rm, {"user": owner}, extra_env=env,
             idempotency_key=f"duroc-{job_id}-{address}", coallocation=(job_id, label),
-            within=link, hold=held)
+            within=link, hold=held, identity=identity)
         if stored and held is not None:
             from grid_tasks.scheduling.tasks import iterate_here
 
@@ -164,6 +166,15 @@ class Coallocator(HeaderSteps, StructureChanges):
                 raise
         self._cancel_if_gone(job_id, address, gram_id)
         return gram_id, stored
+
+    def ask_submit(self, job_id: int, address: int, rm: str) -> int:
+        """Have ``rm``'s gatekeeper submit a no-barrier subjob for us; its GRAM job id."""
+        from grid_tasks.duroc.tasks import SUBMIT_SUBJOB
+        from grid_tasks.gram.door import ask
+
+        reply = ask(self.grid.app, SUBMIT_SUBJOB, rm, {"job": job_id, "address": address},
+                    shadow=f"duroc-submit coalloc-{job_id}/{address} on {rm}")
+        return int(reply["gram_job"])
 
     def _link(self, job_id: int, address: int, label: str, gram_id: int) -> None:
         """Link subjob and GRAM job both ways.
@@ -251,11 +262,13 @@ class Coallocator(HeaderSteps, StructureChanges):
         return bool(changed and changed[0])
 
     def _cancel_gram(self, gram_id: int) -> None:
+        """Cancel a subjob's GRAM job here (its record, its cancel flag for the nodes)."""
         from grid_tasks.gram.errors import JobFinishedError
+        from grid_tasks.gram.submission import cancel_job
 
         for attempt in range(8):
             try:
-                self.grid.cancel(gram_id)
+                cancel_job(self.grid, gram_id)
                 return
             except (JobFinishedError, NotFoundError):
                 return

@@ -20,6 +20,7 @@ class StructureChanges:
 
     grid: Any
     store: Any
+    ask_submit: Any
 
     def subjob_add(self, job: int | str, rsl: str, *, variables: dict[str, str] | None = None,
                    source: str = "<rsl>") -> list[str]:
@@ -44,7 +45,7 @@ class StructureChanges:
             with session_scope(self.grid.sessions) as session:
                 session.add(new_subjob_row(job_id, info.address, label, sub))
             if sub.start_type is SubjobStartType.NO_BARRIER:
-                self.submit_subjob(job_id, info.address)
+                self.ask_submit(job_id, info.address, sub.rm_contact)
             else:  # its own watcher: its failure takes the same error path as the chord's
                 sig = tasks.watch_signature(self.grid.app, job_id, info.address,
                                             sub.rm_contact, deadline)

@@ -57,10 +57,12 @@ class HeaderSteps:
         return header_deliveries(self.store.client, parse_job_ref(job))
 
     def watch_step(self, job_id: int, address: int, deadline: float, slice_s: float = 1.0,
-                   url: bytes | None = None, info: Any = _UNREAD) -> dict[str, Any] | None:
+                   url: bytes | None = None, info: Any = _UNREAD,
+                   identity: str | None = None) -> dict[str, Any] | None:
         """One bounded step of a header task: a result, None (call again), or an error.
         ``url``: the job's runtime URL if already read (else the submission reads it);
-        ``info``: the subjob's barrier info if already read (:meth:`first_look`)."""
+        ``info``: the subjob's barrier info if already read (:meth:`first_look`);
+        ``identity``: the verified submitter, authorized at this gatekeeper."""
         sid = store_id(job_id)
         if info is _UNREAD:
             info = self._barrier_info(job_id, address)
@@ -69,7 +71,8 @@ class HeaderSteps:
         if info.complete:
             return {"address": address, "label": info.label, "entered": info.entered}
         try:
-            gram_id, stored = self.submit_subjob(job_id, address, iterate=True, url=url)
+            gram_id, stored = self.submit_subjob(job_id, address, iterate=True, url=url,
+                                                 identity=identity)
         except CoallocFinishedError:
             if self._barrier_info(job_id, address) is None:  # deleted since the look above
                 return {"address": address, "deleted": True}

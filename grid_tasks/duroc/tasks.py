@@ -20,10 +20,13 @@ from typing import Any
 
 from celery import shared_task
 
+from grid_tasks.gram.door import answer
+
 WATCH = "grid_tasks.duroc.tasks.watch_subjob"
 RELEASE = "grid_tasks.duroc.tasks.release"
 FAILED = "grid_tasks.duroc.tasks.coalloc_failed"
 SETTLE = "grid_tasks.duroc.tasks.settle"
+SUBMIT_SUBJOB = "grid_tasks.duroc.tasks.submit_subjob"
 #: Longest a header task waits for entries before re-queuing itself (seconds).
 SLICE_S = 0.5
 
@@ -32,18 +35,15 @@ _lock = threading.Lock()
 
 
 def coallocator_for(app: Any) -> Any:
-    """This process's Coallocator on ``app``'s settings, sharing ``app`` (never closed)."""
-    from grid_tasks.client import Grid
+    """This process's Coallocator on its worker's Grid (never closed)."""
     from grid_tasks.duroc.control import Coallocator
-    from grid_tasks.node.daemon import app_settings
+    from grid_tasks.services import grid_for
 
     key = (os.getpid(), id(app))
     with _lock:
         found = _coallocators.get(key)
         if found is None:
-            grid = Grid(app_settings(app))
-            grid._app = app  # reuse the worker's app for iteration triggers
-            found = _coallocators[key] = Coallocator(grid)
+            found = _coallocators[key] = Coallocator(grid_for(app))
         return found
 
 
@@ -53,7 +53,7 @@ def coallocator_for(app: Any) -> Any:
 @shared_task(name=WATCH, bind=True, acks_late=True, reject_on_worker_lost=True,
              max_retries=None, track_started=False)
 def watch_subjob(self: Any, *, rm: str, job: int, address: int, deadline: float,
-                slice_s: float = SLICE_S) -> dict[str, Any]:
+                slice_s: float = SLICE_S, submitter: str | None = None) -> dict[str, Any]:
     """Chord header: submit one subjob through GRAM, finish when all its processes are in
     the barrier; fails (strict) when it cannot start or dies first.
 
@@ -61,12 +61,23 @@ def watch_subjob(self: Any, *, rm: str, job: int, address: int, deadline: float,
     a message whose worker died mid-task apart: the proof that acks-late did its job.
     """
     co = coallocator_for(self.app)
+    # the user who signed the chord; on later slices this gatekeeper vouches for it
+    who = self.submitter(submitter)
     delivery = self.request.delivery_info or {}
     url, info = co.first_look(job, address, self.request.id, bool(delivery.get("redelivered")))
-    result = co.watch_step(job, address, deadline, slice_s, url=url, info=info)
+    result = co.watch_step(job, address, deadline, slice_s, url=url, info=info, identity=who)
     if result is None:
-        raise self.retry(countdown=0)
+        raise self.retry(countdown=0, kwargs={**(self.request.kwargs or {}), "submitter": who})
     return result
+
+
+@shared_task(name=SUBMIT_SUBJOB, bind=True)
+def submit_subjob(self: Any, *, rm: str, job: int, address: int) -> dict[str, Any]:
+    """A no-barrier subjob, submitted at its RM's gatekeeper for the verified submitter;
+    ``{"ok": {"gram_job": id}}`` or the refusal as data (:mod:`grid_tasks.gram.door`)."""
+    co = coallocator_for(self.app)
+    who = self.submitter()
+    return answer(lambda: {"gram_job": co.submit_subjob(job, address, identity=who)[0]})
 
 
 @shared_task(name=RELEASE, bind=True, max_retries=None)

@@ -242,12 +242,9 @@ class EmbeddedStack:
             f"--db={self.state_dir / 'flower.db'}"], env=self._flower_env())
 
     def _flower_env(self) -> dict[str, str]:
-        """Flower holds no signing key: a Flower login can watch and control workers but
-        cannot send a task that any worker accepts."""
-        env = self.child_env()
-        if self.keys is not None:
-            env["GRID_TASKS_SIGNING_KEY"] = str(self.state_dir / "keys" / "flower-has-no.key")
-        return env
+        """Flower signs as an operator: a Flower login can watch and control workers but
+        cannot send a task that any worker runs."""
+        return self.child_env(Role.OPERATOR)
 
     def registry(self) -> NodeRegistry:
         assert self.settings is not None

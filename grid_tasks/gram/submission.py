@@ -139,14 +139,14 @@ def store_submission(grid: Any, rsl: str, sub: Any, rm: str | None, creds: dict[
     outbox = Outbox()
     try:
         with session_scope(grid.sessions) as session:
-            name, who, granted = _authorized(grid, session, rm, identity)
-            creds = {**creds, "user": creds.get("user") or (
-                granted.name if granted else getpass.getuser())}
+            name, who, granted = _authorized(grid, session, rm, identity, creds.get("user"))
+            creds = {**creds, "user": granted.name if granted else (
+                creds.get("user") or getpass.getuser())}
             check_fits(session, name, sub)  # also names an unknown RM (NotFoundError)
             job_id, contact = insert_job(
                 session, name, rsl, sub, creds, _utcnow(), outbox,
                 idempotency_key=idempotency_key, extra_env=extra_env,
-                run_as=granted.name if granted else None, owner=who if granted else None,
+                run_as=granted.name if granted else None, owner=who,
                 coallocation=coallocation)
             if within is not None:
                 within(session, job_id)
@@ -163,17 +163,24 @@ def store_submission(grid: Any, rsl: str, sub: Any, rm: str | None, creds: dict[
     return job_id, contact, True
 
 
-def _authorized(grid: Any, session: Session, rm: str | None,
-                identity: str | None) -> tuple[str, str | None, Any]:
-    """(RM, submitting identity, the grid map's LocalAccount); without a grid map the
-    identity is not worked out (its host name lookup) and a named RM not looked up."""
-    from grid_tasks.security.authorization import authorize, gridmap_for, local_identity
+def _authorized(grid: Any, session: Session, rm: str | None, identity: str | None,
+                account: str | None) -> tuple[str, str | None, Any]:
+    """(RM, submitting identity, the grid map's LocalAccount for it).
+
+    ``identity`` is what the gatekeeper verified (the signer's subject); with a grid
+    map, a request without one is refused, and ``account`` (``--user``) may only pick
+    among the accounts the map allows that identity (the first by default).  Without
+    a grid map (a one-user grid) nothing is mapped and a named RM not looked up."""
+    from grid_tasks.security.authorization import authorize, gridmap_for
+    from grid_tasks.security.errors import Unauthorized
 
     if gridmap_for(grid.settings) is None:
-        return rm or choose_rm(session, None), None, None
+        return rm or choose_rm(session, None), identity, None
     name = choose_rm(session, rm)  # an unknown RM is named before any authorization
-    who = identity or local_identity()
-    return name, who, authorize(grid.settings, who, name, account=None)
+    if not identity:
+        raise Unauthorized(f"{name} accepts only signed requests from a user in its grid "
+                           "map: this one carries no verified identity", rm=name)
+    return name, identity, authorize(grid.settings, identity, name, account=account)
 
 
 def _by_key(grid: Any, key: str | None) -> tuple[int, str] | None:
@@ -191,8 +198,12 @@ def _utcnow() -> datetime:
     return datetime.now(timezone.utc)
 
 
-def cancel_job(grid: Any, job_id: int) -> Any:
-    """Cancel ``job_id`` (see :meth:`grid_tasks.client.Grid.cancel`)."""
+def cancel_job(grid: Any, job_id: int, *, rm: str | None = None,
+               identity: str | None = None) -> Any:
+    """Cancel ``job_id`` (see :meth:`grid_tasks.client.Grid.cancel`).
+
+    At a gatekeeper (``rm`` given) the job must be that RM's, and with a grid map
+    only its owner, as verified (``identity``), may cancel it."""
     from grid_tasks.client import JobStatus
     from grid_tasks.db import session_scope
     from grid_tasks.gram.keys import CANCEL_TTL_S, cancel_key
@@ -200,6 +211,8 @@ def cancel_job(grid: Any, job_id: int) -> Any:
     outbox = Outbox()
     with session_scope(grid.sessions) as session:
         row = repository.get_job(session, job_id, for_update=True)
+        if rm is not None:
+            _check_owner(grid, row, rm, identity)
         if JobState(row.state).terminal:
             raise JobFinishedError(f"job {job_id} is {row.state.value} already; nothing to "
                                    "cancel", code="JOB_CANCEL_FAILED")
@@ -211,3 +224,16 @@ def cancel_job(grid: Any, job_id: int) -> Any:
         status = JobStatus.from_row(row)
     outbox.flush(grid.redis, grid.app)
     return status
+
+
+def _check_owner(grid: Any, row: JobRow, rm: str, identity: str | None) -> None:
+    """A gatekeeper acts on its own RM's jobs, for their owners only (with a grid map)."""
+    from grid_tasks.security.authorization import gridmap_for
+    from grid_tasks.security.errors import Unauthorized
+
+    if row.rm != rm:
+        raise NotFoundError(f"job {row.id} is not a job of {rm} (it is {row.rm}'s)")
+    if gridmap_for(grid.settings) is not None and identity != row.owner:
+        raise Unauthorized(f"job {row.id} on {rm} belongs to {row.owner!r}, not to "
+                           f"{identity or 'an unverified requester'!r}",
+                           identity=identity or "", rm=rm)

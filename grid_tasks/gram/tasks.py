@@ -7,6 +7,7 @@ from typing import Any
 from celery import shared_task
 
 from grid_tasks.celery_app import LAUNCH_CRITICAL
+from grid_tasks.gram.door import CANCEL, SUBMIT, answer
 
 LAUNCH = "grid_tasks.gram.tasks.launch"
 #: Every part one iteration starts on one node, in one message (the iteration sends these).
@@ -49,6 +50,48 @@ def launch_batch(self: Any, *, rm: str, node: str, requests: list[dict[str, Any]
     from grid_tasks.gram.launch import LaunchRequest
 
     return _launch_all(self.app, [LaunchRequest.from_dict(r) for r in requests])
+
+
+@shared_task(name=SUBMIT, bind=True)
+def submit(self: Any, *, rm: str, rsl: str, creds: dict[str, Any],
+           idempotency_key: str | None = None, extra_env: dict[str, str] | None = None,
+           variables: dict[str, str] | None = None, source: str = "<rsl>") -> dict[str, Any]:
+    """The gatekeeper's side of a GRAM submission: the verified submitter is mapped
+    through this gatekeeper's grid map and the job recorded; ``{"ok": {id, contact}}``
+    or the refusal as data (:mod:`grid_tasks.gram.door`)."""
+    # (imported here: node daemons import this module and must not load SQLAlchemy)
+    from grid_tasks.gram.submission import store_submission
+    from grid_tasks.rsl import lower
+    from grid_tasks.services import grid_for
+
+    grid = grid_for(self.app)
+    who = self.submitter()
+
+    def store() -> dict[str, Any]:
+        (sub,) = lower(rsl, variables, source=source)
+        job_id, contact, _ = store_submission(
+            grid, rsl, sub, rm, _known_creds(creds), idempotency_key=idempotency_key,
+            extra_env=extra_env, identity=who)
+        return {"id": job_id, "contact": contact}
+
+    return answer(store)
+
+
+@shared_task(name=CANCEL, bind=True)
+def cancel(self: Any, *, rm: str, job: int) -> dict[str, Any]:
+    """The gatekeeper's side of a cancel: only the job's owner (as verified) may,
+    when a grid map says who is who; the job's status, or the refusal, as data."""
+    from grid_tasks.gram.submission import cancel_job
+    from grid_tasks.services import grid_for
+
+    grid = grid_for(self.app)
+    who = self.submitter()
+    return answer(lambda: cancel_job(grid, int(job), rm=rm, identity=who).to_dict())
+
+
+def _known_creds(creds: dict[str, Any]) -> dict[str, Any]:
+    """The credential fields a submission may carry (anything else is dropped)."""
+    return {k: creds.get(k) for k in ("user", "group", "account", "qos", "job_class")}
 
 
 def _launch_all(app: Any, reqs: list[Any]) -> list[str]:

@@ -29,7 +29,8 @@ def reason_kind(reason: str) -> str:
     for needle, kind in (("unknown signer", "unknown_signer"), ("bad signature", "bad_signature"),
                          ("expired", "expired_certificate"), ("not signed", "unsigned"),
                          ("untrusted content", "unsigned"), ("disallowed", "unsigned"),
-                         ("signed for task", "task_mismatch"), ("role", "role")):
+                         ("signed for task", "task_mismatch"),
+                         ("remote-control", "control"), ("role", "role")):
         if needle in text:
             return kind
     return "other"

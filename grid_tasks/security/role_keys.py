@@ -4,6 +4,7 @@ Layout of a keys directory (``<state dir>/keys`` by default)::
 
     scheduler.key  scheduler.pem       schedulers, gatekeepers, beats
     node.key       node.pem            node daemons
+    operator.key   operator.pem        Flower (remote control, no tasks)
     user-<name>.key  user-<name>.pem   one per user (applications, the CLI)
     certs/scheduler/scheduler.pem      the trust store, one folder per role
     certs/node/node.pem
@@ -40,10 +41,12 @@ class GridKeys:
     scheduler: KeyPaths
     node: KeyPaths
     user: KeyPaths
+    operator: KeyPaths
     user_subject: str
 
     def for_role(self, role: Role) -> KeyPaths:
-        return {Role.SCHEDULER: self.scheduler, Role.NODE: self.node, Role.USER: self.user}[role]
+        return {Role.SCHEDULER: self.scheduler, Role.NODE: self.node, Role.USER: self.user,
+                Role.OPERATOR: self.operator}[role]
 
     def signing(self, role: Role) -> SigningSettings:
         """The signing settings of a process of ``role``."""
@@ -84,14 +87,15 @@ def ensure_grid_keys(directory: Path, user: str, *, now: dt.datetime) -> GridKey
     """The scheduler, node and ``user`` keys of ``directory``, made where missing."""
     made = {}
     for role, name, stem in ((Role.SCHEDULER, "scheduler", "scheduler"),
-                             (Role.NODE, "node", "node"), (Role.USER, user, f"user-{user}")):
+                             (Role.NODE, "node", "node"), (Role.USER, user, f"user-{user}"),
+                             (Role.OPERATOR, "operator", "operator")):
         key = directory / f"{stem}.key"
         if key.exists():
             made[role] = KeyPaths(key, directory / f"{stem}.pem", directory / STORE_DIR)
         else:
             made[role] = init_role_key(directory, role, name, now=now, stem=stem)
     return GridKeys(made[Role.SCHEDULER], made[Role.NODE], made[Role.USER],
-                    subject_of(Role.USER, user))
+                    made[Role.OPERATOR], subject_of(Role.USER, user))
 
 
 def _private_dir(directory: Path) -> None:

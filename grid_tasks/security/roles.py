@@ -9,6 +9,9 @@ only when the verified signer of its message holds a role that task admits.
 * ``scheduler``: the grid's own services: scheduler workers, gatekeepers (which run
   their RM's iteration in place) and beats.  Only they may launch on a node.
 * ``node``: node daemons; they report what their job managers saw.
+* ``operator``: Flower and administrators; they may send Celery's remote-control
+  commands (inspect, revoke, shutdown) but run no task: an operator login can stop
+  a worker, not start a job.
 
 Pure: a table and a lookup, no I/O.
 """
@@ -24,11 +27,14 @@ class Role(str, Enum):
     USER = "user"
     SCHEDULER = "scheduler"
     NODE = "node"
+    OPERATOR = "operator"
 
 
 ALL_ROLES: frozenset[Role] = frozenset(Role)
 _SERVICES = frozenset({Role.SCHEDULER})
-_ANYONE = ALL_ROLES
+_ANYONE = frozenset({Role.USER, Role.SCHEDULER, Role.NODE})
+#: Who may send Celery remote-control commands (a worker's pidbox) at all.
+CONTROL_ROLES: frozenset[Role] = frozenset({Role.SCHEDULER, Role.OPERATOR})
 
 #: Task name -> the roles whose signed messages may run it.  A task not named here
 #: admits only the grid's services (:data:`DEFAULT_ROLES`): a new task is closed
@@ -43,6 +49,7 @@ TASK_ROLES: dict[str, frozenset[Role]] = {
     "grid_tasks.gram.tasks.submit": frozenset({Role.USER}),
     "grid_tasks.gram.tasks.cancel": frozenset({Role.USER, Role.SCHEDULER}),
     "grid_tasks.duroc.tasks.watch_subjob": frozenset({Role.USER, Role.SCHEDULER}),
+    "grid_tasks.duroc.tasks.submit_subjob": frozenset({Role.USER, Role.SCHEDULER}),
     # wake-ups and settles: idempotent, they only make the owner look again
     "grid_tasks.scheduling.tasks.iterate": _ANYONE,
     "grid_tasks.duroc.tasks.settle": _ANYONE,

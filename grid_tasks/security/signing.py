@@ -37,7 +37,7 @@ from kombu.utils.encoding import bytes_to_str
 from grid_tasks.errors import ConfigError, GridTasksError
 from grid_tasks.security.config import SigningSettings
 from grid_tasks.security.refusals import refuse
-from grid_tasks.security.roles import Role, roles_for
+from grid_tasks.security.roles import CONTROL_ROLES, Role, roles_for
 from grid_tasks.security.trust import Signer, TrustStore
 
 AUTH = "auth"
@@ -84,7 +84,15 @@ class SignedSerializer(SecureSerializer):  # type: ignore[misc]
                                                    self._digest)
         body = loads(payload["body"], payload["content_type"], payload["content_encoding"],
                      force=True)
+        if isinstance(body, dict) and "method" in body and not signer.roles & CONTROL_ROLES:
+            reason = (f"signer role {_names(signer.roles)} may not send remote-control "
+                      f"commands ({body.get('method')!r}; needs {_names(CONTROL_ROLES)})")
+            self.on_refused(signer.subject, reason)
+            raise SecurityError(reason)
         return with_signer(body, signer)
+
+    def on_refused(self, subject: str, reason: str) -> None:
+        """Hook for a refusal made while decoding (set by :func:`setup_signing`)."""
 
 
 def with_signer(body: Any, signer: Signer) -> Any:
@@ -125,6 +133,8 @@ def setup_signing(app: Any, signing: SigningSettings) -> bool:
     registry.register(AUTH, serializer.serialize, serializer.deserialize,
                       content_type="application/data", content_encoding="utf-8")
     disable_insecure_serializers(allowed=["json", AUTH])  # pickle, yaml, msgpack off
+    serializer.on_refused = lambda subject, reason: refuse(  # type: ignore[method-assign]
+        app, queue="pidbox", signer=subject, reason=reason)
     app.grid_trust = serializer.trust  # type: ignore[attr-defined]
     return True
 
@@ -169,6 +179,22 @@ class GridTask(Task):  # type: ignore[misc]
         signer = getattr(self.request, SIGNER_KEY, None)
         return signer.get("subject") if isinstance(signer, dict) else None
 
+    def submitter(self, vouched: str | None = None) -> str | None:
+        """Who asks, as far as this worker can tell.
+
+        A user's signed request: its verified subject (whatever it claims).  A
+        service (scheduler role) acting for a user: the subject it ``vouched`` for, as
+        the grid trusts its services.  Unsigned (signing off, a closed test bench):
+        ``vouched``, unverified, for lack of anything better.
+        """
+        signer = getattr(self.request, SIGNER_KEY, None)
+        if not isinstance(signer, dict):
+            return None if self.app.conf.task_serializer == AUTH else vouched
+        roles = set(signer.get("roles") or ())
+        if Role.SCHEDULER.value in roles and vouched:
+            return vouched
+        return signer.get("subject") if Role.USER.value in roles else None
+
 
 def _refusal(task: str, signer: Any, named: Any) -> str | None:
     if not isinstance(signer, dict):
@@ -178,7 +204,9 @@ def _refusal(task: str, signer: Any, named: Any) -> str | None:
     held = {Role(r) for r in signer.get("roles", ()) if r in Role._value2member_map_}
     allowed = roles_for(task)
     if not held & allowed:
-        need = "/".join(sorted(r.value for r in allowed))
-        have = "/".join(sorted(r.value for r in held)) or "none"
-        return f"signer role {have} may not run it (needs {need})"
+        return f"signer role {_names(held)} may not run it (needs {_names(allowed)})"
     return None
+
+
+def _names(roles: Any) -> str:
+    return "/".join(sorted(r.value for r in roles)) or "none"

@@ -14,6 +14,7 @@ import pytest
 from grid_tasks.embedded.stack import EmbeddedStack, StackOptions
 from grid_tasks.embedded.supervisor import ChildFailed, leftover
 from grid_tasks.errors import ConfigError
+from grid_tasks.security.roles import Role
 from grid_tasks.states import NodeState
 from tests.conftest import DEMO_TOPOLOGY
 
@@ -74,7 +75,9 @@ def _node_daemons_run_the_solo_pool(stack: EmbeddedStack) -> None:
     """Each role's pool as the running workers report it (``grid-tasks worker``'s default)."""
     from grid_tasks.celery_app import create_app
 
-    app, pools, deadline = create_app(stack.settings), {}, time.monotonic() + 30
+    # remote control is an operator's (or the scheduler's) right, not a user's
+    operator = stack.settings.replace(signing=stack.signing_for(Role.OPERATOR))
+    app, pools, deadline = create_app(operator), {}, time.monotonic() + 30
     try:  # a broadcast can go unanswered while a consumer is still starting: ask again
         while not {"node1.rmA", "node4.rmB", "gatekeeper-rmA"} <= pools.keys():
             assert time.monotonic() < deadline, pools
