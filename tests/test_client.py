@@ -1,4 +1,5 @@
-"""The Python API without workers: validation, records, events, waiting, cancel rules."""
+"""The Python API with the RMs' gatekeepers only: validation, records, events, waiting,
+cancel rules."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import pytest
 
 import grid_tasks
 from grid_tasks import db
+from grid_tasks.celery_app import gatekeeper_queue
 from grid_tasks.client import Grid, JobStatus
 from grid_tasks.embedded.stack import prepare_database
 from grid_tasks.errors import NotFoundError
@@ -22,8 +24,12 @@ from grid_tasks.topology import load_topology
 
 
 @pytest.fixture
-def grid(settings):
+def grid(settings, celery_app_factory, in_process_worker):
+    """A client and the two RMs' gatekeepers (an in-process worker on gram.rmA/gram.rmB),
+    which record what the client asks: no scheduler, no node daemon."""
     prepare_database(settings, load_topology(settings.topology_file))
+    in_process_worker(celery_app_factory(), queues=[gatekeeper_queue("rmA"),
+                                                    gatekeeper_queue("rmB")])
     with Grid(settings) as g:
         yield g
     db.dispose_engines(settings.database_url)
@@ -74,8 +80,9 @@ def test_bad_requests_are_refused_before_anything_is_stored(grid):
 def test_a_repeated_key_returns_the_first_job_even_when_the_retry_would_be_refused(grid):
     first = grid.submit("&(executable=/bin/true)", rm="rmA", idempotency_key="k2")
     again = grid.submit("&(executable=/bin/true)(count=99)", rm="rmA", idempotency_key="k2")
-    elsewhere = grid.submit("&(executable=/bin/true)", rm="rmC", idempotency_key="k2")
-    assert first.id == again.id == elsewhere.id and first.contact == again.contact
+    assert first.id == again.id and first.contact == again.contact
+    with pytest.raises(NotFoundError, match="rmC"):  # no such RM: no gatekeeper to ask
+        grid.submit("&(executable=/bin/true)", rm="rmC", idempotency_key="k2")
     with pytest.raises(JobRefusedError, match="99 processors"):
         grid.submit("&(executable=/bin/true)(count=99)", rm="rmA", idempotency_key="k3")
     with db.session_scope(grid.sessions) as s:
