@@ -29,7 +29,7 @@ from typing import Any
 
 from celery import Celery
 from celery.app.amqp import AMQP
-from celery.signals import beat_init
+from celery.signals import beat_init, worker_init
 
 from grid_tasks.errors import GridTasksError
 # re-exported: callers know the queue names as the app's
@@ -39,6 +39,7 @@ from grid_tasks.queues import (  # noqa: F401
     gatekeeper_queue,
     node_queue,
 )
+from grid_tasks.security.inspection import on_daemon_start
 from grid_tasks.settings import Settings
 
 #: Task options for launch-critical tasks: ``@app.task(**LAUNCH_CRITICAL)``.
@@ -272,6 +273,10 @@ def create_app(settings: Settings | None = None, *, main: str = "grid_tasks") ->
 
 
 beat_init.connect(_install_beat_schedule, weak=False, dispatch_uid="grid_tasks.beat_schedule")
+# Every worker and beat of the grid: jobs of the same uid must not read their secrets
+# from /proc (see grid_tasks.security.inspection).
+worker_init.connect(on_daemon_start, weak=False, dispatch_uid="grid_tasks.no_inspection")
+beat_init.connect(on_daemon_start, weak=False, dispatch_uid="grid_tasks.no_inspection_beat")
 
 app: Celery = create_app()
 app.set_current()
