@@ -40,6 +40,7 @@ from grid_tasks.queues import (  # noqa: F401
     node_queue,
 )
 from grid_tasks.security.config import is_tls_url
+from grid_tasks.security.inspection import on_daemon_start
 from grid_tasks.security.signing import GridTask, setup_signing, signing_config
 from grid_tasks.settings import Settings
 
@@ -283,6 +284,10 @@ def create_app(settings: Settings | None = None, *, main: str = "grid_tasks",
 
 
 beat_init.connect(_install_beat_schedule, weak=False, dispatch_uid="grid_tasks.beat_schedule")
+# Every worker and beat of the grid: jobs of the same uid must not read their secrets
+# from /proc (see grid_tasks.security.inspection).
+worker_init.connect(on_daemon_start, weak=False, dispatch_uid="grid_tasks.no_inspection")
+beat_init.connect(on_daemon_start, weak=False, dispatch_uid="grid_tasks.no_inspection_beat")
 
 def _refuse_to_work(app: Celery, exc: ConfigError) -> None:
     """A worker or beat started from ``app`` stops at once with ``exc``."""

@@ -18,7 +18,6 @@ import subprocess
 import threading
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import IO, Any
 
 from redis.exceptions import ConnectionError as RedisConnectionError
@@ -131,17 +130,16 @@ class JobManager(threading.Thread):
         req = self.req
         try:
             who = account_for(req)
-            directory, argv = check_host(req, home=who.home if who and who.switch else None)
-            self._outputs = open_outputs(req, directory)
+            directory, argv = check_host(req, who)
+            self._outputs = open_outputs(req, directory, who)
         except LaunchError as exc:
             return Part({}, str(exc), exc.code)
         out, err = self._outputs
-        stdin = None if req.stdin is None else str(Path(directory, req.stdin))
         failed: LaunchError | None = None
         try:
             for i in range(req.process_count()):
                 rank = req.rank_offset + i
-                self.procs.append((rank, spawn(req, argv, directory, rank, stdin, who)))
+                self.procs.append((rank, spawn(req, argv, directory, rank, req.stdin, who)))
         except LaunchError as exc:
             failed = exc
         else:

@@ -12,15 +12,24 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import errno
 import os
 import resource
 import shutil
 import signal
 import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import IO, Any
 
+from grid_tasks.errors import GridTasksError
 from grid_tasks.gram.errors import LaunchError
+from grid_tasks.gram.jobenv import process_env
+from grid_tasks.security.accounts import RunAs, run_as
+from grid_tasks.security.errors import AccountError
+from grid_tasks.security.fscreds import as_account
+from grid_tasks.security.fscreds import supported as fscreds_supported
 
 _PR_SET_PDEATHSIG = 1
 _libc: Any = None
@@ -103,45 +112,70 @@ def requests_for(job_id: int, rm: str, token: str, request: dict[str, Any],
 
 
 def _resolve(path: str | None, directory: str) -> str | None:
+    """``path`` as the job sees it: relative paths are in the job's directory."""
     if path is None:
         return None
     return path if os.path.isabs(path) else os.path.join(directory, path)
 
 
-def account_for(req: LaunchRequest) -> Any:
+def account_for(req: LaunchRequest) -> RunAs | None:
     """The :class:`~grid_tasks.security.accounts.RunAs` of the job's mapped account, or
     None when it runs as the worker; LaunchError (AUTHORIZATION) when this host cannot."""
     if not req.run_as:
         return None
-    from grid_tasks.errors import GridTasksError
-    from grid_tasks.security.accounts import run_as
-
     try:
-        return run_as(req.run_as)
+        who = run_as(req.run_as)
     except GridTasksError as exc:
         raise LaunchError(f"job {req.job_id} cannot run on {req.node}: {exc}",
                           code="AUTHORIZATION") from None
+    if who.switch and not fscreds_supported():
+        raise LaunchError(f"job {req.job_id} cannot run as {who.user!r} on {req.node}: this "
+                          "host cannot open its files as that account", code="AUTHORIZATION")
+    return who
 
 
-def check_host(req: LaunchRequest, home: str | None = None) -> tuple[str, list[str]]:
-    """``(directory, argv)`` after GRAM's host-side checks; LaunchError with the code.
+@contextmanager
+def _confined(req: LaunchRequest, who: RunAs | None) -> Iterator[None]:
+    """Paths are opened and checked as ``who`` within (see :mod:`~grid_tasks.security.fscreds`)."""
+    try:
+        with as_account(who):
+            yield
+    except AccountError as exc:
+        raise LaunchError(f"job {req.job_id} on {req.node}: {exc}", code="AUTHORIZATION") from None
 
-    ``home`` is the default directory (the mapped account's; else the worker's)."""
-    directory = req.directory or home or os.path.expanduser("~")
-    if not os.path.isdir(directory):
-        raise LaunchError(f"directory {directory} does not exist on {req.node}",
-                          code="BAD_DIRECTORY")
+
+def _as(who: RunAs | None) -> str:
+    return f" for account {who.user}" if who is not None and who.switch else ""
+
+
+def check_host(req: LaunchRequest, who: RunAs | None = None) -> tuple[str, list[str]]:
+    """``(directory, argv)`` after GRAM's host-side checks, made with the rights of the
+    account ``who`` the job runs as (None: the worker's); LaunchError with the code.
+
+    The directory defaults to the account's home (the worker's when ``who`` is None)."""
+    directory = req.directory or (who.home if who is not None else os.path.expanduser("~"))
+    with _confined(req, who):
+        return directory, _checked_argv(req, directory, who)
+
+
+def _checked_argv(req: LaunchRequest, directory: str, who: RunAs | None) -> list[str]:
+    # effective_ids: access(2) checks the real uid (root) whatever this thread's fsuid is
+    if not os.path.isdir(directory) or not os.access(directory, os.X_OK, effective_ids=True):
+        raise LaunchError(f"directory {directory} does not exist or cannot be entered on "
+                          f"{req.node}{_as(who)}", code="BAD_DIRECTORY")
     exe = _resolve(req.executable, directory) if "/" in req.executable \
         else shutil.which(req.executable)
     if exe is None or not os.path.exists(exe):
-        raise LaunchError(f"executable {req.executable} not found on {req.node}",
+        raise LaunchError(f"executable {req.executable} not found on {req.node}{_as(who)}",
                           code="EXECUTABLE_NOT_FOUND")
-    if os.path.isdir(exe) or not os.access(exe, os.X_OK):
-        raise LaunchError(f"executable {exe} is not executable on {req.node}",
+    if os.path.isdir(exe) or not os.access(exe, os.X_OK, effective_ids=True):
+        raise LaunchError(f"executable {exe} is not executable on {req.node}{_as(who)}",
                           code="EXECUTABLE_PERMISSIONS")
     stdin = _resolve(req.stdin, directory)
-    if stdin is not None and not os.path.isfile(stdin):
-        raise LaunchError(f"stdin file {stdin} not found on {req.node}", code="STDIN_NOT_FOUND")
+    if stdin is not None and not (os.path.isfile(stdin)
+                                  and os.access(stdin, os.R_OK, effective_ids=True)):
+        raise LaunchError(f"stdin file {stdin} not found or not readable on {req.node}"
+                          f"{_as(who)}", code="STDIN_NOT_FOUND")
     argv = [exe, *req.arguments]
     if req.job_type == "mpi":
         mpirun = shutil.which("mpirun")
@@ -152,37 +186,34 @@ def check_host(req: LaunchRequest, home: str | None = None) -> tuple[str, list[s
     elif req.job_type not in ("single", "multiple"):
         raise LaunchError(f"jobType {req.job_type} is not supported on {req.node}",
                           code="JOBTYPE_NOT_SUPPORTED")
-    return directory, argv
+    return argv
 
 
-def open_outputs(req: LaunchRequest, directory: str) -> tuple[IO[bytes] | None, IO[bytes] | None]:
-    """The RSL stdout/stderr files (appended by every process), or OPENING_* errors."""
-    files = []
-    for name, code in ((req.stdout, "OPENING_STDOUT"), (req.stderr, "OPENING_STDERR")):
-        path = _resolve(name, directory)
-        if path is None or path == "/dev/null":
-            files.append(None)
-            continue
-        try:
-            files.append(open(path, "ab"))
-        except OSError as exc:
-            for f in files:
-                if f is not None:
-                    f.close()
-            raise LaunchError(f"cannot open {path} on {req.node}: {exc.strerror}",
-                              code=code) from None
+def open_outputs(req: LaunchRequest, directory: str, who: RunAs | None = None
+                 ) -> tuple[IO[bytes] | None, IO[bytes] | None]:
+    """The RSL stdout/stderr files (appended by every process), opened (or created,
+    then owned) by the account ``who``; OPENING_* errors."""
+    files: list[IO[bytes] | None] = []
+    try:
+        with _confined(req, who):
+            for name, code in ((req.stdout, "OPENING_STDOUT"), (req.stderr, "OPENING_STDERR")):
+                path = _resolve(name, directory)
+                files.append(None if path is None or path == "/dev/null"
+                             else _open(req, who, path, "ab", code))
+    except LaunchError:
+        for f in files:
+            if f is not None:
+                f.close()
+        raise
     return files[0], files[1]
 
 
-def process_env(req: LaunchRequest, rank: int) -> dict[str, str]:
-    """The environment of one process: the host's (minus grid settings), RSL, identity."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GRID_TASKS_")}
-    env.update(req.environment)
-    env.update({"GRID_TASKS_JOB_ID": str(req.job_id), "GRID_TASKS_RANK": str(rank),
-                "GRID_TASKS_SIZE": str(req.size), "GRID_TASKS_NODE": req.node,
-                "GRID_TASKS_RM": req.rm})
-    env.update(req.extra_env)
-    return env
+def _open(req: LaunchRequest, who: RunAs | None, path: str, mode: str, code: str) -> IO[bytes]:
+    try:
+        return open(path, mode)  # type: ignore[return-value]
+    except OSError as exc:
+        raise LaunchError(f"cannot open {path} on {req.node}{_as(who)}: {exc.strerror}",
+                          code=code) from None
 
 
 def _limits(req: LaunchRequest) -> list[tuple[int, int]]:
@@ -206,23 +237,68 @@ def _hard(which: int, soft: int) -> int:
     return soft + 1 if which == resource.RLIMIT_CPU else soft
 
 
-def _wrapped(argv: list[str], limits: list[tuple[int, int]]) -> list[str] | None:
+def _wrapped(argv: list[str], limits: list[tuple[int, int]],
+             who: RunAs | None) -> list[str] | None:
     if _SETPRIV is None or (limits and _PRLIMIT is None):
         return None
     prefix = [_SETPRIV, "--pdeathsig", "KILL", "--"]
+    if who is not None and who.switch:
+        # setpriv keeps its capabilities through the uid switch (it needs them to set
+        # the gid and groups after it) up to its exec: the program itself must be found
+        # and exec'd by a second, unprivileged step (prlimit, or setpriv again), else a
+        # path or file root-only to the account could still be executed.
+        prefix = [_SETPRIV, *who.setpriv_args(), "--pdeathsig", "KILL", "--",
+                  *(() if limits else prefix)]
     if limits:
         names = {resource.RLIMIT_CPU: "--cpu", resource.RLIMIT_AS: "--as"}
         prefix += [_PRLIMIT, *(f"{names[w]}={v}:{_hard(w, v)}" for w, v in limits), "--"]
     return prefix + argv
 
 
+def _enter(req: LaunchRequest, directory: str, who: RunAs | None) -> int:
+    """An O_PATH descriptor of ``directory``, which this thread's account may enter."""
+    fd = None
+    try:
+        fd = os.open(directory, os.O_PATH | os.O_DIRECTORY)
+        if not os.access(".", os.X_OK, dir_fd=fd, effective_ids=True):
+            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES))
+        return fd
+    except OSError as exc:
+        if fd is not None:
+            os.close(fd)
+        raise LaunchError(f"cannot enter directory {directory} on {req.node}{_as(who)}: "
+                          f"{exc.strerror}", code="BAD_DIRECTORY") from None
+
+
+def _inputs(req: LaunchRequest, directory: str, stdin_path: str | None,
+            who: RunAs | None) -> tuple[Any, int | None]:
+    """``(stdin, directory fd)`` opened as ``who``: the file or DEVNULL, and, when the
+    account differs from the worker's, the job's directory to start in.
+
+    The child changes into its directory while still root (Popen and setpriv switch
+    later): through ``/proc/self/fd`` (still open then: Popen closes descriptors after
+    ``chdir``) it enters the very directory the account was checked to enter, not
+    whatever the path names by then."""
+    with _confined(req, who):
+        dir_fd = _enter(req, directory, who) if who is not None and who.switch else None
+        try:
+            stdin = subprocess.DEVNULL if stdin_path is None \
+                else _open(req, who, stdin_path, "rb", "STDIN_NOT_FOUND")
+        except LaunchError:
+            if dir_fd is not None:
+                os.close(dir_fd)
+            raise
+    return stdin, dir_fd
+
+
 def spawn(req: LaunchRequest, argv: list[str], directory: str, rank: int,
-          stdin_path: str | None, who: Any = None) -> subprocess.Popen[bytes]:
+          stdin_path: str | None, who: RunAs | None = None) -> subprocess.Popen[bytes]:
     """Start one process (own process group, rlimits, killed if its starter dies),
-    as the account ``who`` (a RunAs; None: as the worker)."""
+    as the account ``who`` (None: as the worker); its stdin and directory are opened
+    with the account's rights, relative stdin in ``directory``."""
     limits = _limits(req)
     libc = _libc
-    wrapped = _wrapped(argv, limits)
+    wrapped = _wrapped(argv, limits, who)
 
     def prepare() -> None:  # runs in the child between fork and exec: keep it tiny
         if libc is not None:
@@ -230,15 +306,11 @@ def spawn(req: LaunchRequest, argv: list[str], directory: str, rank: int,
         for which, value in limits:
             resource.setrlimit(which, (value, _hard(which, value)))
 
-    stdin: Any = subprocess.DEVNULL
-    if stdin_path is not None:
-        stdin = open(stdin_path, "rb")
-    env = process_env(req, rank)
-    switch: dict[str, Any] = {}
-    if who is not None:
-        env, switch = who.environment(env), who.subprocess_kwargs()
+    stdin, dir_fd = _inputs(req, directory, _resolve(stdin_path, directory), who)
+    switch = who.subprocess_kwargs() if who is not None and not wrapped else {}
     try:
-        return subprocess.Popen(wrapped or argv, cwd=directory, env=env,
+        return subprocess.Popen(wrapped or argv, env=process_env(req, rank, who),
+                                cwd=directory if dir_fd is None else f"/proc/self/fd/{dir_fd}",
                                 stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 start_new_session=True,
                                 preexec_fn=None if wrapped else prepare, close_fds=True,
@@ -249,6 +321,8 @@ def spawn(req: LaunchRequest, argv: list[str], directory: str, rank: int,
     finally:
         if stdin is not subprocess.DEVNULL:
             stdin.close()
+        if dir_fd is not None:
+            os.close(dir_fd)
 
 
 def kill_group(proc: subprocess.Popen[bytes], sig: int = signal.SIGKILL) -> None:

@@ -47,10 +47,26 @@ class RunAs:
         return {"user": self.uid, "group": self.gid, "extra_groups": list(self.groups)}
 
     def environment(self, base: Mapping[str, str] | None = None) -> dict[str, str]:
-        """``base`` (default: empty) with ``HOME``, ``USER`` and ``LOGNAME`` of the account."""
+        """``base`` (default: empty) with ``HOME``, ``USER``, ``LOGNAME`` and ``SHELL``
+        of the account."""
         env = dict(base or {})
-        env.update(HOME=self.home, USER=self.user, LOGNAME=self.user)
+        env.update(HOME=self.home, USER=self.user, LOGNAME=self.user, SHELL=self.shell)
         return env
+
+    def setpriv_args(self) -> list[str]:
+        """util-linux ``setpriv`` options that become the account ([] if no switch).
+
+        ``setpriv`` sets the groups, then the gid, then real, effective *and saved*
+        uid (so the program cannot switch back), and its ``--pdeathsig`` only after
+        that (a uid change clears the death signal).  Unlike Popen's ``user=``, which
+        makes CPython fork the whole worker, this lets Popen vfork.  Mind that setpriv
+        still holds root's capabilities when it execs: what it runs must be a second,
+        unprivileged launcher that execs the program."""
+        if not self.switch:
+            return []
+        groups = ",".join(map(str, self.groups))
+        return [f"--reuid={self.uid}", f"--regid={self.gid}",
+                f"--groups={groups}" if groups else "--clear-groups"]
 
     def preexec(self) -> Callable[[], None] | None:
         """A function to call in a forked child before ``exec`` (None if no switch)."""

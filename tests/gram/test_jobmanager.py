@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
+import os
+import shutil
+
+import pytest
+
 from grid_tasks.states import JobState
+
+needs_root = pytest.mark.skipif(os.geteuid() != 0 or shutil.which("useradd") is None,
+                                reason="needs root and useradd")
 
 
 def test_walltime_limit_kills_and_says_why(quiet_settings, tmp_path):
@@ -228,3 +236,51 @@ def test_launch_claims_each_part_once_and_honours_a_cancel(quiet_settings):
     assert _history(ctx, stale.job_id)[0].state is JobState.PENDING
     app.close()
     db.dispose_engines()
+
+
+def _account_dir(user):
+    """A directory under /tmp owned by ``user`` (pytest's tmp dirs are root-only)."""
+    import tempfile
+
+    path = tempfile.mkdtemp(prefix="gt-confine-", dir="/tmp")
+    os.chown(path, user.pw_uid, user.pw_gid)
+    os.chmod(path, 0o755)
+    return path
+
+
+@needs_root
+def test_output_files_are_the_accounts_own_and_stay_within_its_rights(
+        quiet_settings, throwaway_user, tmp_path):
+    """A job mapped to an unprivileged account: its stdout/stderr files are created by
+    that account (relative names in its directory); a name that climbs into a root-only
+    folder is refused with OPENING_STDOUT and nothing is created there."""
+    from grid_tasks import db
+
+    root_only = tmp_path / "root-only"
+    root_only.mkdir(mode=0o700)
+    home = _account_dir(throwaway_user)
+    app, ctx = _context(quiet_settings)
+    try:
+        ok = _manager(ctx, f"&(executable=/bin/sh)(arguments=-c 'echo out; echo err >&2')"
+                           f"(directory={home})(stdout=job.out)(stderr=job.err)",
+                      run_as=throwaway_user.pw_name)
+        climb = os.path.relpath(root_only / "stolen.out", home)
+        escape = _manager(ctx, f"&(executable=/bin/echo)(arguments=hi)(directory={home})"
+                               f"(stdout={climb})", run_as=throwaway_user.pw_name)
+        for manager in (ok, escape):
+            manager.start()
+            manager.join(timeout=20)
+        assert _history(ctx, ok.req.job_id)[0].state is JobState.DONE
+        for name, text in (("job.out", "out\n"), ("job.err", "err\n")):
+            info = os.stat(os.path.join(home, name))
+            assert (info.st_uid, info.st_gid) == (throwaway_user.pw_uid, throwaway_user.pw_gid)
+            with open(os.path.join(home, name)) as f:
+                assert f.read() == text
+        row = _history(ctx, escape.req.job_id)[0]
+        assert row.state is JobState.FAILED and row.gram_error == "OPENING_STDOUT"
+        assert "Permission denied" in row.failure_reason
+        assert not (root_only / "stolen.out").exists()
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+        app.close()
+        db.dispose_engines()
