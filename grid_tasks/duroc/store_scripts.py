@@ -26,7 +26,8 @@ local TPL = '~'
 -- control side only (CREATE, ADD): the job's processes may not set expiries, and the
 -- deadline key is outside their ACL pattern, so they cannot move what this applies
 local function touch(key)
-  redis.call('PEXPIREAT', key, redis.call('GET', deadline))
+  local at = redis.call('GET', deadline)
+  if at then redis.call('PEXPIREAT', key, at) end  -- none: a job older than this key
 end
 
 -- A key the job's processes create is a copy of a template, keeping its expiry (the

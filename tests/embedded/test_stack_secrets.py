@@ -22,9 +22,8 @@ from pathlib import Path
 
 import pytest
 
-from grid_tasks.embedded.stack import ENV_FILE, EmbeddedStack, StackOptions
-from grid_tasks.embedded.supervisor import leftover
-from tests.conftest import DEMO_TOPOLOGY
+from grid_tasks.embedded.stack import ENV_FILE, EmbeddedStack
+from tests.metrics.test_flower import flower_stack
 
 pytestmark = [
     pytest.mark.timeout(180),
@@ -68,17 +67,9 @@ def stack(open_parent: Path, caplog: pytest.LogCaptureFixture) -> Iterator[Embed
     os.chmod(state, 0o755)  # as an older version left it
     (state / ENV_FILE).write_text("stale\n")
     os.chmod(state / ENV_FILE, 0o644)
-    stack = EmbeddedStack(StackOptions(topology_file=DEMO_TOPOLOGY, state_dir=state,
-                                       flower=True, heartbeat_interval=0.5,
-                                       loglevel="WARNING"))
-    with caplog.at_level(logging.WARNING, logger="grid_tasks.private_files"):
-        stack.start()
-    pids = stack.pids()
-    try:
+    with caplog.at_level(logging.WARNING, logger="grid_tasks.private_files"), \
+            flower_stack(state) as stack:
         yield stack
-    finally:
-        stack.stop()
-        assert leftover(pids) == [], "stack processes survived"
 
 
 def _state_files(state: Path) -> list[Path]:
