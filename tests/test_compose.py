@@ -102,7 +102,7 @@ def test_every_command_exists(compose):
 def test_services_the_issue_names(compose):
     services = _services(compose)
     redis_cmd = " ".join(_command(services["redis"]))
-    assert "--requirepass" in redis_cmd
+    assert "requirepass" in redis_cmd and "$REDIS_PASSWORD" in redis_cmd
     assert "postgres" in services["postgres"]["image"]
     assert services["postgres"]["environment"]["POSTGRES_PASSWORD"]
     commands = {name: _command(s) for name, s in services.items()}
@@ -125,8 +125,22 @@ def test_services_the_issue_names(compose):
         if isinstance(env, dict) and "GRID_TASKS_NODE" in env:
             node_daemons.add((env["GRID_TASKS_RM"], env["GRID_TASKS_NODE"]))
     assert node_daemons == {(n.rm, n.name) for n in topo.iter_nodes()}
-    flower = [c for c in commands.values() if "flower" in c]
-    assert len(flower) == 1 and any(p.startswith("--basic-auth=") for p in flower[0])
+    flower = [name for name, c in commands.items() if "flower" in c]
+    assert len(flower) == 1
+    assert _interpolate(services[flower[0]]["environment"]["FLOWER_BASIC_AUTH"]) == \
+        "flower_user-value:flower_password-value"
+
+
+def test_no_password_on_any_command_line(compose):
+    """``/proc/<pid>/cmdline`` is world-readable: passwords go in environments only
+    (Flower reads ``FLOWER_BASIC_AUTH``, Redis its configuration from stdin)."""
+    from flower.options import options
+
+    assert "basic_auth" in options  # what FLOWER_BASIC_AUTH sets (flower's apply_env_options)
+    for name, service in _services(compose).items():
+        health = (service.get("healthcheck") or {}).get("test", [])
+        for part in [*_command(service), *(_interpolate(p) for p in health)]:
+            assert "password-value" not in part, f"service {name}: a password in {part!r}"
 
 
 def test_environment_is_valid_settings(compose):

@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.table import Table
 
 from grid_tasks.cli.nodes import nodes_table
+from grid_tasks.embedded.flower import FLOWER_USER
 from grid_tasks.embedded.stack import EmbeddedStack, StackOptions, stop_on_signals
 from grid_tasks.settings import Settings, default_config_file
 
@@ -50,7 +51,9 @@ def start_stack(console: Console, options: StackOptions) -> EmbeddedStack:
 
 @click.command()
 @stack_options
-@click.option("--flower/--no-flower", default=False, help="Also start Flower (basic auth).")
+@click.option("--flower/--no-flower", default=False,
+              help="Also start Flower (basic auth; password from $FLOWER_PASSWORD_FILE, "
+              "else <state dir>/flower.password, made on first use).")
 @click.option("--flower-port", type=click.IntRange(1, 65535), help="Flower port (default: free).")
 @click.option("--for", "duration", type=click.FloatRange(min=0), metavar="SECONDS",
               help="Stop after SECONDS instead of waiting for Ctrl-C.")
@@ -87,8 +90,9 @@ def _announce(console: Console, stack: EmbeddedStack, elapsed: float) -> None:
     for key, value in stack.settings.to_env().items():
         console.print(f"  export {key}='{value}'", soft_wrap=True, highlight=False)
     if stack.flower_url:
-        console.print(f"Flower: {stack.flower_url} (user:password {stack.flower_auth})",
-                      highlight=False)
+        # the path, not the password: this output often ends in a shared log
+        console.print(f"Flower: {stack.flower_url} (user {FLOWER_USER}, password in "
+                      f"{stack.flower_password_file})", highlight=False)
     if stack.metrics_url:
         console.print(f"Metrics: {stack.metrics_url}", highlight=False)
     console.print(f"Logs: {stack.state_dir / 'logs'}.  Ctrl-C stops the grid.")

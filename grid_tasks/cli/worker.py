@@ -9,6 +9,7 @@ from typing import Any
 import click
 
 from grid_tasks.errors import ConfigError
+from grid_tasks.private_files import private_dir
 from grid_tasks.security.startup import check_node_account
 from grid_tasks.settings import Settings
 from grid_tasks.topology import load_topology
@@ -58,7 +59,7 @@ def worker_argv(*, rm: str | None, node: str | None, scheduler: bool, gatekeeper
         # beside HA beats as a second, unfenced source of the same periodic tasks.
         from grid_tasks.ha.config import SCHEDULER_CLASS
 
-        settings.state_dir.mkdir(parents=True, exist_ok=True)
+        private_dir(settings.state_dir)
         # for `celery worker`, -S is --statedb: the beat scheduler needs the long option
         argv += ["-B", "--scheduler", SCHEDULER_CLASS,
                  "-s", str(settings.state_dir / "celerybeat-schedule")]

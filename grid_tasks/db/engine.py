@@ -26,6 +26,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.orm.exc import StaleDataError
 
 from grid_tasks.errors import ConnectivityError
+from grid_tasks.private_files import missing_dirs_private, private_sqlite
 
 from .errors import ConcurrentUpdateError, DatabaseError
 
@@ -60,15 +61,18 @@ def _parse(url: str | URL) -> URL:
 
 
 def _prepare_sqlite_file(url: URL) -> None:
-    """Create the directory of a SQLite file, so a fresh state dir just works."""
+    """Create the directory of a SQLite file (0700 where missing), so a fresh state
+    dir just works, and the file itself (and WAL/SHM) 0600 before SQLite opens it:
+    it holds jobs' environments and DUROC per-job Redis passwords."""
     database = url.database
     if not database or database == ":memory:" or database.startswith("file:"):
         return
     try:
-        Path(database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+        missing_dirs_private(Path(database).expanduser().parent)
+        private_sqlite(database)
     except OSError as err:
         raise ConnectivityError(
-            f"cannot reach database {mask_url(url)}: cannot create its directory ({err})"
+            f"cannot reach database {mask_url(url)}: cannot create it or its directory ({err})"
         ) from None
 
 

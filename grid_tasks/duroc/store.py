@@ -370,7 +370,10 @@ class CoordinationStore(AccessMixin, MessagingMixin):
     # -- access and cleanup (control side) -------------------------------------------------
 
     def purge(self, job: str) -> int:
-        """Delete every key of the job and its ACL user; the number of keys deleted."""
+        """Delete every key of the job and its ACL user; the number of keys deleted.
+
+        The user goes first, so no key can be made meanwhile; keys it made outside
+        the runtime's scripts are deleted by :meth:`bound_keys` (the deadline is gone)."""
+        self.revoke_access(job, bound=False)
         count = int(self._run("PURGE", job))
-        self.revoke_access(job)
-        return count
+        return count + self.bound_keys(job)

@@ -7,7 +7,7 @@ pattern covers exactly that job:
 key (after the job prefix)      type    content
 ==============================  ======  ==================================================
 ``meta``                        hash    state (open/released/aborted), reason, version,
-                                        next_address, expire_at (ms), frozen structure
+                                        next_address, frozen structure
 ``subjobs``                     hash    address -> subjob JSON (label, size, types)
 ``labels``                      hash    label -> address
 ``events``                      stream  created / structure / complete / released /
@@ -17,11 +17,19 @@ key (after the job prefix)      type    content
 ``q:<address>:<rank>:<tag>``    list    intra-subjob messages for one process and tag
 ``x:<address>:<tag>``           list    inter-subjob messages for one subjob's rank 0
 ``queues``                      set     every message list ever created (for purge)
+``tpl:set``, ``tpl:list``       set,    templates holding one :data:`TEMPLATE_MEMBER`
+                                list    and the job's expiry (see below)
 ==============================  ======  ==================================================
 
-Every key expires at the job's ``expire_at`` (set on creation); :meth:`purge`
-deletes them earlier.  Job ids are restricted to ``[A-Za-z0-9_.-]``: a glob
-character in an id would widen the ACL pattern to other jobs' keys.
+Every key expires at the job's deadline (set on creation); :meth:`purge` deletes
+them earlier.  The deadline itself lives in ``<base>#deadline``, outside every job's
+ACL pattern: the job's processes can neither read nor move it.  They hold no
+command that sets an expiry either (a job user once ``PEXPIREAT`` its keys to the
+year 2100): a key their scripts create is a ``COPY`` of a template, and ``COPY``
+keeps the source's expiry, so it expires with the job.  A key they make outside
+the scripts is bounded when their access is revoked (``revoke_access``).  Job ids
+are restricted to ``[A-Za-z0-9_.-]``: a glob character in an id would widen the
+ACL pattern to other jobs' keys.
 """
 
 from __future__ import annotations
@@ -37,10 +45,16 @@ MAX_TAG_LENGTH = 256
 # Commands a job's processes need: the direct calls of the runtime library and
 # every command inside the scripts it runs (Redis checks both against the ACL).
 # ``hset``: the entry that completes an auto-release barrier releases it (ENTER).
+# ``copy``/``srem``/``lpop``: a key the scripts create is a copy of a template (it
+# keeps the template's expiry) without the template's member.  Nothing that sets or
+# clears an expiry (EXPIRE, PEXPIREAT, PERSIST, GETEX, SET, RESTORE...): keys cannot
+# outlive the job's deadline through them.
 RUNTIME_COMMANDS = (
     "ping", "select", "evalsha", "blpop", "xread", "exists", "hget", "hmget", "hgetall",
-    "hset", "sadd", "scard", "rpush", "xadd", "xrevrange", "pexpireat",
+    "hset", "sadd", "scard", "rpush", "xadd", "xrevrange", "copy", "srem", "lpop",
 )
+#: The one member of the template set and list; never a rank, address or message.
+TEMPLATE_MEMBER = "~"
 
 
 def check_job_id(job: str) -> str:
@@ -71,7 +85,11 @@ class JobKeys:
         self.events = f"{self.base}:events"
         self.group = f"{self.base}:group"
         self.queues = f"{self.base}:queues"
+        self.template_set = f"{self.base}:tpl:set"
+        self.template_list = f"{self.base}:tpl:list"
         self.pattern = f"{self.base}:*"
+        # outside the pattern above, and every other job's (ids hold no '#' or ':')
+        self.deadline = f"{self.base}#deadline"
 
     @property
     def fixed(self) -> list[str]:

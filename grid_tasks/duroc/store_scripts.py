@@ -20,8 +20,28 @@ local function fail(code, detail)
   error('GTERR ' .. code .. ' ' .. (detail or ''))
 end
 
+local tpl_set, tpl_list, deadline = base .. ':tpl:set', base .. ':tpl:list', base .. '#deadline'
+local TPL = '~'
+
+-- control side only (CREATE, ADD): the job's processes may not set expiries, and the
+-- deadline key is outside their ACL pattern, so they cannot move what this applies
 local function touch(key)
-  redis.call('PEXPIREAT', key, redis.call('HGET', meta, 'expire_at'))
+  local at = redis.call('GET', deadline)
+  if at then redis.call('PEXPIREAT', key, at) end  -- none: a job older than this key
+end
+
+-- A key the job's processes create is a copy of a template, keeping its expiry (the
+-- job's deadline): true if it was created, its template member then still to drop.
+local function create_from(key, template)
+  if redis.call('EXISTS', key) == 1 then return false end
+  return redis.call('COPY', template, key) == 1
+end
+
+local function set_add(key, member)
+  local fresh = create_from(key, tpl_set)
+  local added = redis.call('SADD', key, member)
+  if fresh then redis.call('SREM', key, TPL) end
+  return added
 end
 
 local function state()
@@ -107,11 +127,14 @@ for _, spec in ipairs(specs) do
   if seen[spec.label] then fail('DUPLABEL', spec.label) end
   seen[spec.label] = true
 end
-redis.call('HSET', meta, 'state', 'open', 'version', 0, 'next_address', 0, 'expire_at', ARGV[2],
+redis.call('SET', deadline, ARGV[2], 'PXAT', ARGV[2])
+redis.call('HSET', meta, 'state', 'open', 'version', 0, 'next_address', 0,
            'auto_release', ARGV[4] or '0')
 for _, spec in ipairs(specs) do add_one(spec) end
 redis.call('XADD', events, '*', 'type', 'created')
-for _, key in ipairs({meta, subjobs, labels, events}) do touch(key) end
+redis.call('SADD', tpl_set, TPL)
+redis.call('RPUSH', tpl_list, TPL)
+for _, key in ipairs({meta, subjobs, labels, events, tpl_set, tpl_list}) do touch(key) end
 return cjson.encode(structure())
 """
 
@@ -155,8 +178,7 @@ if st == 'released' then
 end
 if spec.start_type == 'no-barrier' then return cjson.encode({state = 'no-barrier'}) end
 local key = entered_key(ARGV[2])
-local added = redis.call('SADD', key, rank)
-touch(key)
+local added = set_add(key, rank)
 -- the subjob completes exactly once: when its last distinct rank is added
 if added == 1 and redis.call('SCARD', key) == spec.size then
   redis.call('XADD', events, '*', 'type', 'complete', 'address', ARGV[2])
@@ -211,8 +233,7 @@ for _, s in ipairs(frozen.subjobs) do
 end
 if not mine then fail('NOSUBJOB', ARGV[2]) end
 if mine.comms_type ~= 'blocking-join' then fail('NOTINGROUP', mine.label) end
-local added = redis.call('SADD', group, ARGV[2])
-touch(group)
+local added = set_add(group, ARGV[2])
 local joined = redis.call('SCARD', group)
 if joined >= members then
   if added == 1 then redis.call('XADD', events, '*', 'type', 'group') end
@@ -225,10 +246,10 @@ SEND = _PRELUDE + r"""
 local st = state()
 if st == 'aborted' then fail('ABORTED', redis.call('HGET', meta, 'reason')) end
 local queue = KEYS[7]
+local fresh = create_from(queue, tpl_list)
 redis.call('RPUSH', queue, ARGV[2])
-touch(queue)
-redis.call('SADD', queues, queue)
-touch(queues)
+if fresh then redis.call('LPOP', queue) end  -- the template's member, at the head
+set_add(queues, queue)
 return 1
 """
 
@@ -238,5 +259,6 @@ local top = tonumber(redis.call('HGET', meta, 'next_address') or '0')
 for address = 0, top - 1 do count = count + redis.call('DEL', entered_key(address)) end
 for _, queue in ipairs(redis.call('SMEMBERS', queues)) do count = count + redis.call('DEL', queue) end
 for _, key in ipairs(KEYS) do count = count + redis.call('DEL', key) end
-return count
+redis.call('DEL', deadline)  -- outside the job's key pattern: not counted
+return count + redis.call('DEL', tpl_set, tpl_list)
 """

@@ -17,6 +17,7 @@ import redis
 
 from grid_tasks.embedded.supervisor import die_with_parent
 from grid_tasks.errors import ConfigError, ConnectivityError
+from grid_tasks.private_files import open_private, private_dir, private_file
 
 
 def find_redis_server() -> str:
@@ -63,7 +64,8 @@ class RedisServer:
 
     def start(self, timeout: float = 10.0) -> "RedisServer":
         """Start the server and wait until it answers PING."""
-        self.directory.mkdir(parents=True, exist_ok=True)
+        private_dir(self.directory)  # its log and config (the password): owner only
+        private_file(self.directory / "redis.log")  # redis-server appends, keeping the mode
         for attempt in range(3):  # a port picked free can be taken before we bind it
             self.port = self.port or free_port()
             self._spawn()
@@ -77,13 +79,21 @@ class RedisServer:
                 self.port = None
         return self
 
-    def _spawn(self) -> None:
-        argv = [find_redis_server(), "--port", str(self.port), "--bind", "127.0.0.1",
-                "--dir", str(self.directory), "--save", "", "--appendonly", "no",
-                "--daemonize", "no", "--protected-mode", "yes",
-                "--logfile", str(self.directory / "redis.log")]
+    def _write_config(self) -> Path:
+        """The server's options as a 0600 config file: its password never on argv
+        (``/proc/<pid>/cmdline`` is world-readable until redis-server retitles itself)."""
+        options = {"port": str(self.port), "bind": "127.0.0.1", "dir": str(self.directory),
+                   "save": "", "appendonly": "no", "daemonize": "no", "protected-mode": "yes",
+                   "logfile": str(self.directory / "redis.log")}
         if self.password:
-            argv += ["--requirepass", self.password]
+            options["requirepass"] = self.password
+        path = self.directory / "redis.conf"
+        with open_private(path) as out:
+            out.writelines(f"{key} {_quoted(value)}\n" for key, value in options.items())
+        return path
+
+    def _spawn(self) -> None:
+        argv = [find_redis_server(), str(self._write_config())]
         # Own session: a Ctrl-C aimed at the parent's terminal group is handled by
         # the parent, which then stops us in order.
         linux = sys.platform.startswith("linux")
@@ -138,3 +148,9 @@ class RedisServer:
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
         self.stop()
+
+
+def _quoted(value: str) -> str:
+    """``value`` as a double-quoted redis.conf argument (any character allowed)."""
+    escaped = value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+    return f'"{escaped}"'

@@ -14,7 +14,6 @@ import datetime as dt
 import getpass
 import logging
 import os
-import secrets
 import signal
 import socket
 import sys
@@ -27,10 +26,12 @@ from pathlib import Path
 from types import FrameType, TracebackType
 from typing import Any
 
+from grid_tasks.embedded.flower import FLOWER_USER, flower_argv, flower_env, flower_password
 from grid_tasks.embedded.redis_server import RedisServer, free_port
 from grid_tasks.embedded.supervisor import Supervisor
 from grid_tasks.errors import GridTasksError
 from grid_tasks.node.registry import NodeRegistry, NodeStatus
+from grid_tasks.private_files import open_private, private_dir
 from grid_tasks.security.config import SigningSettings
 from grid_tasks.security.role_keys import GridKeys, ensure_grid_keys
 from grid_tasks.security.roles import Role
@@ -47,9 +48,10 @@ ENV_FILE = "stack.env"
 
 
 def write_env_file(path: Path, settings: Settings) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as out:
+    """The settings (Redis URLs with their password) as a 0600 file in a 0700 folder,
+    also when an older version left the file 0644 (O_TRUNC keeps a file's mode)."""
+    private_dir(path.parent)
+    with open_private(path) as out:
         out.writelines(f"{k}={v}\n" for k, v in settings.to_env().items())
 
 
@@ -93,7 +95,8 @@ class EmbeddedStack:
         self.settings: Settings | None = None
         self.flower_url: str | None = None
         self.flower_port: int | None = None
-        self.flower_auth: str | None = None
+        self.flower_auth: str | None = None  # "user:password", in memory only
+        self.flower_password_file: Path | None = None
         self.metrics: Any = None  # the /metrics endpoint (MetricsServer) while running
         self.keys: GridKeys | None = None  # each role's key, when signing
 
@@ -108,6 +111,7 @@ class EmbeddedStack:
         """Bring everything up; returns the settings clients use to reach this grid."""
         say = progress or (lambda _msg: None)
         try:
+            private_dir(self.state_dir)  # database, env file, logs: owner only
             say("starting redis-server")
             # killed with us even by SIGKILL, like the workers (when the starting thread
             # lives as long as the stack: the signal follows the thread)
@@ -232,19 +236,15 @@ class EmbeddedStack:
         self.metrics = start_metrics_server(self.settings, port=free_port())
 
     def _spawn_flower(self) -> None:
+        """Flower behind basic auth; the password reaches it in its environment only."""
         port = self.flower_port = self.options.flower_port or free_port()
-        password = secrets.token_urlsafe(12)
-        self.flower_auth = f"admin:{password}"
+        password, self.flower_password_file = flower_password(self.state_dir)
+        self.flower_auth = f"{FLOWER_USER}:{password}"
         self.flower_url = f"http://127.0.0.1:{port}/"
-        self.supervisor.spawn("flower", [
-            sys.executable, "-m", "celery", "-A", "grid_tasks.celery_app", "flower",
-            f"--port={port}", "--address=127.0.0.1", f"--basic-auth={self.flower_auth}",
-            f"--db={self.state_dir / 'flower.db'}"], env=self._flower_env())
-
-    def _flower_env(self) -> dict[str, str]:
-        """Flower signs as an operator: a Flower login can watch and control workers but
-        cannot send a task that any worker runs."""
-        return self.child_env(Role.OPERATOR)
+        # Flower signs as an operator: a Flower login can watch and control workers
+        # but cannot send a task that any worker runs
+        self.supervisor.spawn("flower", flower_argv(port, self.state_dir / "flower.db"),
+                              env=self.child_env(Role.OPERATOR, **flower_env(self.flower_auth)))
 
     def registry(self) -> NodeRegistry:
         assert self.settings is not None
@@ -305,7 +305,7 @@ def prepare_database(settings: Settings, topology: GridTopology) -> bool:
         from grid_tasks import db
     except ImportError:
         return False
-    Path(settings.state_dir).mkdir(parents=True, exist_ok=True)
+    private_dir(settings.state_dir)
     db.migrate(settings.database_url)
     factory = db.session_factory(db.get_engine(settings.database_url))
     with db.session_scope(factory) as session:

@@ -22,6 +22,7 @@ from types import TracebackType
 import psutil
 
 from grid_tasks.errors import GridTasksError
+from grid_tasks.private_files import open_private, private_dir
 
 _PR_SET_PDEATHSIG = 1
 
@@ -107,8 +108,8 @@ class Supervisor:
 
     def _popen(self, name: str, argv: Sequence[str], env: Mapping[str, str] | None,
                cwd: Path | None) -> subprocess.Popen[bytes]:
-        self.log_dir.mkdir(parents=True, exist_ok=True)
-        with open(self.log_dir / f"{name}.log", "ab") as out:
+        private_dir(self.log_dir)  # logs show jobs' output and settings: owner only
+        with open_private(self.log_dir / f"{name}.log", "ab") as out:
             return subprocess.Popen(
                 list(argv), stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
                 env=dict(env) if env is not None else None, cwd=cwd, start_new_session=True,

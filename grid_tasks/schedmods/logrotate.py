@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 from grid_tasks.errors import ConfigError
 from grid_tasks.maui.model import IterationResult
 from grid_tasks.maui.modules import SchedModule, register_module
+from grid_tasks.private_files import FILE_MODE, missing_dirs_private, open_private
 from grid_tasks.schedmods.context import ModuleContext, current_context
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -53,7 +54,7 @@ class RotatingLog:
         self._fd: int | None = None
         self._lock_fd: int | None = None
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            missing_dirs_private(self.path.parent)
             self._open_lock()
         except OSError as exc:
             raise ConfigError(f"cannot open scheduler log {self.path}: {exc.strerror}",
@@ -61,7 +62,7 @@ class RotatingLog:
 
     def _open_lock(self) -> int:
         if self._lock_fd is None:
-            self._lock_fd = os.open(f"{self.path}.lock", os.O_RDWR | os.O_CREAT, 0o644)
+            self._lock_fd = os.open(f"{self.path}.lock", os.O_RDWR | os.O_CREAT, FILE_MODE)
         return self._lock_fd
 
     def generation(self, n: int) -> Path:
@@ -115,7 +116,7 @@ class RotatingLog:
                 return self._fd
             stale, self._fd = self._fd, None  # forgotten before the reopen, which may fail
             os.close(stale)
-        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, FILE_MODE)
         return self._fd
 
     def _roll_locked(self) -> None:
@@ -139,7 +140,8 @@ class RotatingLog:
             if self.generation(n).exists():
                 os.replace(self.generation(n), self.generation(n + 1))
         tmp = self.path.with_name(f"{self.path.name}.1.gz.tmp")
-        with open(src, "rb") as fin, gzip.open(tmp, "wb", compresslevel=6) as fout:
+        with open(src, "rb") as fin, open_private(tmp, "wb") as raw, \
+                gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=6) as fout:
             shutil.copyfileobj(fin, fout)
         os.replace(tmp, self.generation(1))
         src.unlink()

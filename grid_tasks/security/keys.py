@@ -21,6 +21,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.x509.oid import NameOID
 
+from grid_tasks.private_files import private_dir
 from grid_tasks.security.config import CERT_FILE, KEY_FILE, STORE_DIR
 from grid_tasks.security.errors import KeyMaterialError
 
@@ -120,7 +121,7 @@ def init_keys(directory: Path, common_name: str, *, now: dt.datetime,
     key_pem, cert_pem = self_signed(common_name, now=now, days=days, hosts=hosts,
                                     key_size=key_size)
     try:
-        directory.mkdir(parents=True, exist_ok=True)
+        private_dir(directory)  # holds the private key
         paths.cert_store.mkdir(exist_ok=True)
         _write_private(paths.key, key_pem)
         paths.cert.write_bytes(cert_pem)

@@ -20,10 +20,10 @@ missing and keeps what exists, so a restarted grid trusts the same keys.
 from __future__ import annotations
 
 import datetime as dt
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from grid_tasks.private_files import private_dir
 from grid_tasks.security.config import STORE_DIR, SigningSettings
 from grid_tasks.security.errors import KeyMaterialError
 from grid_tasks.security.keys import DEFAULT_DAYS, KeyPaths, _write_private, self_signed
@@ -73,7 +73,7 @@ def init_role_key(directory: Path, role: Role, name: str, *, now: dt.datetime,
     key_pem, cert_pem = self_signed(name, now=now, days=days, key_size=key_size,
                                     unit=role.value)
     try:
-        _private_dir(directory)
+        private_dir(directory)  # holds the private keys
         (store / role.value).mkdir(parents=True, exist_ok=True)
         _write_private(paths.key, key_pem)
         paths.cert.write_bytes(cert_pem)
@@ -96,8 +96,3 @@ def ensure_grid_keys(directory: Path, user: str, *, now: dt.datetime) -> GridKey
             made[role] = init_role_key(directory, role, name, now=now, stem=stem)
     return GridKeys(made[Role.SCHEDULER], made[Role.NODE], made[Role.USER],
                     made[Role.OPERATOR], subject_of(Role.USER, user))
-
-
-def _private_dir(directory: Path) -> None:
-    directory.mkdir(parents=True, exist_ok=True)
-    os.chmod(directory, 0o700)

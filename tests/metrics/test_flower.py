@@ -11,6 +11,9 @@ import json
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -47,9 +50,10 @@ def _wait(cond, timeout: float, what: str) -> Any:
     raise AssertionError(f"timed out waiting for {what}")
 
 
-@pytest.fixture
-def stack(tmp_path):
-    stack = EmbeddedStack(StackOptions(topology_file=DEMO_TOPOLOGY, state_dir=tmp_path / "grid",
+@contextmanager
+def flower_stack(state_dir: Path) -> Iterator[EmbeddedStack]:
+    """The demo grid with Flower, running; every process of it gone afterwards."""
+    stack = EmbeddedStack(StackOptions(topology_file=DEMO_TOPOLOGY, state_dir=state_dir,
                                        flower=True, heartbeat_interval=0.5, loglevel="WARNING"))
     stack.start()
     pids = stack.pids()
@@ -58,6 +62,12 @@ def stack(tmp_path):
     finally:
         stack.stop()
         assert leftover(pids) == [], "stack processes survived"
+
+
+@pytest.fixture
+def stack(tmp_path):
+    with flower_stack(tmp_path / "grid") as running:
+        yield running
 
 
 def test_flower_needs_credentials_and_shows_readable_task_names(stack):
