@@ -41,7 +41,8 @@ def grid_settings(redis_server: Any, state: Path, db_url: str | None = None,
         redis_url=redis_server.url(dbs[2]),
         database_url=db_url or f"sqlite:///{state / 'grid_tasks.db'}",
         state_dir=state, topology_file=DEMO_TOPOLOGY,
-        heartbeat_interval=0.5, heartbeat_ttl=3.0, visibility_timeout=30.0)
+        heartbeat_interval=0.5, heartbeat_ttl=3.0, visibility_timeout=30.0,
+        single_user=True)  # a one-user test grid: root node daemons run its jobs
 
 
 class LiveGrid:
@@ -108,7 +109,8 @@ def _grid_on(redis_server: Any, base: Path, db_url: str | None,
     grid = Grid(settings)
     live = LiveGrid(settings, grid, {}, supervisor, env)
     supervisor.spawn("scheduler", grid_tasks_command(
-        "worker", "--scheduler", "--no-check", "-l", "WARNING", "-c", "2"), env=env)
+        "worker", "--scheduler", "--gatekeepers", "--no-check", "-l", "WARNING", "-c", "2"),
+        env=env)
     try:
         for rm, node in NODES:
             live.start_node(rm, node)

@@ -1,37 +1,82 @@
-"""Grid-map authorization of GRAM jobs: refused at submit when unmapped, run as the
-mapped local account at launch (real SQL, Redis, processes; no Celery worker needed)."""
+"""Grid-map authorization of GRAM jobs at the gatekeeper: the submitter is whoever signed
+the request, mapped through the gatekeeper's own grid map; refused when unmapped, run as
+the mapped local account at launch.
+
+Real parts: a ``grid-tasks worker --rm rmA`` gatekeeper subprocess holding the scheduler
+key and the grid map, clients in this process signing with a user's key (one key per
+process at a time: kombu's serializer registry is process-wide), real SQL and Redis.
+The launch itself is done here as the iteration would (no node daemon needed).
+"""
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
 import pytest
 
 from grid_tasks import db
 from grid_tasks.client import Grid
-from grid_tasks.embedded.stack import prepare_database
+from grid_tasks.embedded.stack import grid_tasks_command, prepare_database
+from grid_tasks.embedded.supervisor import Supervisor, leftover
 from grid_tasks.events import iter_output
 from grid_tasks.gram import keys
 from grid_tasks.gram.jobmanager import JobManager
 from grid_tasks.gram.launch import requests_for
 from grid_tasks.gram.report import node_context
+from grid_tasks.security.config import SigningSettings
 from grid_tasks.security.errors import Unauthorized
+from grid_tasks.security.role_keys import ensure_grid_keys, init_role_key, subject_of
+from grid_tasks.security.roles import Role
 from grid_tasks.states import JobState
 from grid_tasks.topology import load_topology
 
 needs_root = pytest.mark.skipif(os.geteuid() != 0 or shutil.which("useradd") is None,
                                 reason="needs root and useradd")
+ALICE = subject_of(Role.USER, "alice")
+MALLORY = subject_of(Role.USER, "mallory")
+
+
+class Door:
+    """A gatekeeper for rmA with a grid map, and clients signing as alice or mallory."""
+
+    def __init__(self, settings: Any, gridmap: Path, keydir: Path) -> None:
+        self.settings, self.gridmap, self.keydir = settings, gridmap, keydir
+        now = dt.datetime.now(dt.timezone.utc)
+        self.keys = ensure_grid_keys(keydir, "alice", now=now)
+        self.mallory = init_role_key(keydir, Role.USER, "mallory", now=now,
+                                     stem="user-mallory")
+
+    def client(self, who: str = "alice") -> Grid:
+        paths = self.keys.user if who == "alice" else self.mallory
+        signing = SigningSettings(True, paths.key, paths.cert, paths.cert_store)
+        return Grid(self.settings.replace(signing=signing, gridmap_file=None))
 
 
 @pytest.fixture
-def mapped(quiet_settings, tmp_path):
-    """(settings with a grid map, write(text)): the map file is rewritten per test."""
+def door(quiet_settings, tmp_path) -> Iterator[Door]:
+    """The gatekeeper subprocess (scheduler key, grid map) and its client keys."""
     path = tmp_path / "grid-mapfile"
+    path.write_text("")
     settings = quiet_settings.replace(gridmap_file=path)
     prepare_database(settings, load_topology(settings.topology_file))
-    yield settings, path.write_text
-    db.dispose_engines()
+    made = Door(settings, path, tmp_path / "keys")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GRID_TASKS_")}
+    env.update(settings.replace(signing=made.keys.signing(Role.SCHEDULER)).to_env())
+    supervisor = Supervisor(tmp_path / "logs")
+    supervisor.spawn("gatekeeper", grid_tasks_command("worker", "--rm", "rmA", "--no-check",
+                                                      "-l", "WARNING"), env=env)
+    pids = supervisor.all_pids()
+    try:
+        yield made
+    finally:
+        supervisor.stop_all(timeout=10)
+        db.dispose_engines()
+    assert leftover(pids) == []
 
 
 def _run(settings, job_id: int) -> JobManager:
@@ -53,44 +98,69 @@ def _run(settings, job_id: int) -> JobManager:
     return manager
 
 
-def test_unmapped_identity_is_refused_and_nothing_is_stored(mapped):
-    settings, write = mapped
-    write('"/CN=Alice" nobody\n')
-    with Grid(settings) as grid:
-        with pytest.raises(Unauthorized, match="/CN=Mallory"):
-            grid.submit("&(executable=/bin/true)", rm="rmA", identity="/CN=Mallory")
-        with db.session_scope(grid.sessions) as session:
-            assert db.repository.jobs_in_states(session, "rmA", list(JobState)) == []
-        handle = grid.submit("&(executable=/bin/true)", rm="rmA", identity="/CN=Alice")
+def _jobs(grid: Grid) -> list[Any]:
+    with db.session_scope(grid.sessions) as session:
+        return db.repository.jobs_in_states(session, "rmA", list(JobState))
+
+
+def test_an_unmapped_signer_is_refused_and_nothing_is_stored(door):
+    door.gridmap.write_text(f'"{ALICE}" nobody\n')
+    with door.client("mallory") as grid:
+        with pytest.raises(Unauthorized, match="mallory") as info:
+            grid.submit("&(executable=/bin/true)", rm="rmA")
+        assert info.value.identity == MALLORY and info.value.rm == "rmA"
+        assert _jobs(grid) == []
+    with door.client("alice") as grid:
+        handle = grid.submit("&(executable=/bin/true)", rm="rmA")
         with db.session_scope(grid.sessions) as session:
             row = db.repository.get_job(session, handle.id)
-            assert row.owner == "/CN=Alice" and row.user == "nobody"
+            assert row.owner == ALICE and row.user == "nobody"
             assert row.request["run_as"] == "nobody"
 
 
-def test_a_mapped_account_missing_on_the_node_fails_the_job_clearly(mapped):
-    settings, write = mapped
-    write('"/CN=Ghost" gtnosuchuser\n')
-    with Grid(settings) as grid:
-        job = grid.submit("&(executable=/bin/true)(directory=/tmp)", rm="rmA",
-                          identity="/CN=Ghost").id
-    _run(settings, job)
-    with db.session_scope(db.session_factory(db.get_engine(settings.database_url))) as s:
+def test_user_picks_only_among_the_accounts_the_map_allows(door):
+    door.gridmap.write_text(f'"{ALICE}" nobody,daemon\n')
+    with door.client("alice") as grid:
+        picked = grid.submit("&(executable=/bin/true)", rm="rmA", user="daemon")
+        with pytest.raises(Unauthorized, match="root"):
+            grid.submit("&(executable=/bin/true)", rm="rmA", user="root")
+        with db.session_scope(grid.sessions) as session:
+            row = db.repository.get_job(session, picked.id)
+            assert (row.user, row.request["run_as"]) == ("daemon", "daemon")
+        assert len(_jobs(grid)) == 1
+
+
+def test_only_the_owner_may_cancel(door):
+    door.gridmap.write_text(f'"{ALICE}" nobody\n"{MALLORY}" daemon\n')
+    with door.client("alice") as grid:
+        job = grid.submit("&(executable=/bin/true)", rm="rmA").id
+    with door.client("mallory") as grid:
+        with pytest.raises(Unauthorized, match="belongs to"):
+            grid.cancel(job)
+        assert grid.status(job).state is JobState.PENDING
+    with door.client("alice") as grid:
+        assert grid.cancel(job).state is JobState.FAILED
+
+
+def test_a_mapped_account_missing_on_the_node_fails_the_job_clearly(door):
+    door.gridmap.write_text(f'"{ALICE}" gtnosuchuser\n')
+    with door.client("alice") as grid:
+        job = grid.submit("&(executable=/bin/true)(directory=/tmp)", rm="rmA").id
+    _run(door.settings, job)
+    with db.session_scope(db.session_factory(db.get_engine(door.settings.database_url))) as s:
         row = db.repository.get_job(s, job)
         assert row.state is JobState.FAILED and row.gram_error == "AUTHORIZATION"
         assert "gtnosuchuser" in row.failure_reason and "node1" in row.failure_reason
 
 
 @needs_root
-def test_root_worker_runs_the_job_as_the_mapped_account(mapped, throwaway_user):
-    settings, write = mapped
+def test_root_worker_runs_the_job_as_the_mapped_account(door, throwaway_user):
     name = throwaway_user.pw_name
-    write(f'"/CN=Tester" {name}\n')
-    with Grid(settings) as grid:
+    door.gridmap.write_text(f'"{ALICE}" {name}\n')
+    with door.client("alice") as grid:
         job = grid.submit("&(executable=/bin/sh)(directory=/tmp)"
-                          "(arguments=-c 'id -un; id -u; echo $HOME')", rm="rmA",
-                          identity="/CN=Tester").id
-        _run(settings, job)
+                          "(arguments=-c 'id -un; id -u; echo $HOME')", rm="rmA").id
+        _run(door.settings, job)
         assert grid.status(job).state is JobState.DONE
         lines = [line.text.strip() for line in iter_output(grid.redis, job)
                  if line.stream == "stdout"]
