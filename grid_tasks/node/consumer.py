@@ -31,7 +31,7 @@ from celery.worker.consumer import Consumer
 from celery.worker.state import maybe_shutdown
 
 from grid_tasks.security.refusals import refuse
-from grid_tasks.security.signing import signer_id
+from grid_tasks.security.signing import MessageRefused, signer_id
 
 log = logging.getLogger(__name__)
 
@@ -99,10 +99,27 @@ class ResilientConsumer(Consumer):  # type: ignore[misc]
 
 
 def _refused(app: Any, message: Any, exc: Exception) -> None:
+    """Log and count a message refused before any task saw it; tell its sender why.
+
+    The sender of a request (a client with an untrusted or expired key) waits on the
+    task's result: it gets the refusal as its failure at once instead of a timeout.
+    (A forged message could thereby mark another request as refused: an attacker able
+    to publish can do worse, such as delete the queue; it cannot make anything run.)
+    """
+    headers = getattr(message, "headers", None) or {}
     queue = (getattr(message, "delivery_info", None) or {}).get("routing_key")
-    task = (getattr(message, "headers", None) or {}).get("task")
+    task = headers.get("task")
     reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-    refuse(app, queue=queue, signer=signer_id(message.body), reason=reason, task=task)
+    signer = signer_id(message.body)
+    refuse(app, queue=queue, signer=signer, reason=reason, task=task)
+    task_id = headers.get("id")
+    if task_id and not headers.get("ignore_result"):
+        why = MessageRefused(f"{task or 'request'} refused on queue {queue}: "
+                             f"{'signer ' + repr(signer) + ': ' if signer else ''}{reason}")
+        try:
+            app.backend.mark_as_failure(task_id, why)
+        except Exception as err:  # the result backend down: the log line stays
+            log.debug("refusal of %s not stored: %s", task_id, err)
 
 
 def reattach(channel: Any, transport: Any, connection: Any) -> None:

@@ -36,6 +36,8 @@ from kombu.utils.encoding import bytes_to_str
 
 from grid_tasks.errors import ConfigError, GridTasksError
 from grid_tasks.security.config import SigningSettings
+from grid_tasks.security.errors import KeyMaterialError
+from grid_tasks.security.keys import check_key_matches, describe
 from grid_tasks.security.refusals import refuse
 from grid_tasks.security.roles import CONTROL_ROLES, Role, roles_for
 from grid_tasks.security.trust import Signer, TrustStore
@@ -122,6 +124,7 @@ def setup_signing(app: Any, signing: SigningSettings) -> bool:
     if not signing.enabled:
         return False
     signing.check_files()
+    _check_own_certificate(signing)
     try:
         serializer = SignedSerializer(PrivateKey(signing.key.read_bytes()),  # type: ignore[union-attr]
                                       Certificate(signing.cert.read_text()),  # type: ignore[union-attr]
@@ -137,6 +140,28 @@ def setup_signing(app: Any, signing: SigningSettings) -> bool:
         app, queue="pidbox", signer=subject, reason=reason)
     app.grid_trust = serializer.trust  # type: ignore[attr-defined]
     return True
+
+
+def _check_own_certificate(signing: SigningSettings) -> None:
+    """This process's certificate must be current and its key's: ConfigError naming its
+    subject otherwise (every peer would refuse what it signs)."""
+    import datetime as dt
+
+    assert signing.key is not None and signing.cert is not None
+    try:
+        info = describe(signing.cert)
+        check_key_matches(signing.key, signing.cert)
+    except KeyMaterialError as exc:
+        raise ConfigError(f"message signing cannot start: {exc}", source="environment",
+                          key="GRID_TASKS_SIGNING_CERT") from None
+    now = dt.datetime.now(dt.timezone.utc)
+    if info.expired(now):
+        when = "expired on" if now >= info.not_after else "is valid only from"
+        date = (info.not_after if now >= info.not_after else info.not_before).isoformat()
+        raise ConfigError(f"this process's certificate for {info.subject} ({signing.cert}) "
+                          f"{when} {date}: make a new key (grid-tasks keys init) and have the "
+                          "grid trust its certificate", source="environment",
+                          key="GRID_TASKS_SIGNING_CERT")
 
 
 def _name_task(sender: Any = None, body: Any = None, headers: Any = None, **_: Any) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 
 import pytest
@@ -119,3 +120,27 @@ def test_scheduler_syncs_topology_into_the_database(settings):
     with db.session_scope(factory) as session:
         assert db.get_node(session, "rmB", "node4").procs == 2
     db.dispose_engines(settings.database_url)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the refusal is about root daemons")
+def test_a_root_node_daemon_without_a_grid_map_refuses_to_start(grid_env, grid_tasks_command):
+    """Every job of such a daemon would run as root: it says why and exits 1."""
+    env = {k: v for k, v in grid_env.items() if k != "GRID_TASKS_SINGLE_USER"}
+    done = subprocess.run([*grid_tasks_command, "worker", "--rm", "rmA", "--node", "node1",
+                           "--no-check"], env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1, done.stderr
+    assert done.stderr.strip().splitlines() == [
+        "error: environment: a node daemon running as root needs a grid map "
+        "(GRID_TASKS_GRIDMAP): without one every job would run as root; set "
+        "GRID_TASKS_GRIDMAP to map users to unprivileged accounts, or run the daemon as the "
+        "one user whose jobs it runs (key 'GRID_TASKS_GRIDMAP')"]
+    # the same daemon of a declared one-user grid starts (and is stopped by the timeout)
+    one_user = subprocess.Popen([*grid_tasks_command, "worker", "--rm", "rmA", "--node",
+                                 "node1", "--no-check"], env={**env, "GRID_TASKS_SINGLE_USER": "1"},
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        with pytest.raises(subprocess.TimeoutExpired):
+            one_user.wait(timeout=3)
+    finally:
+        one_user.terminate()
+        one_user.wait(timeout=20)

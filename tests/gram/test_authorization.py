@@ -13,6 +13,7 @@ from __future__ import annotations
 import datetime as dt
 import os
 import shutil
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,7 @@ from grid_tasks import db
 from grid_tasks.client import Grid
 from grid_tasks.embedded.stack import grid_tasks_command, prepare_database
 from grid_tasks.embedded.supervisor import Supervisor, leftover
+from grid_tasks.errors import GridTasksError
 from grid_tasks.events import iter_output
 from grid_tasks.gram import keys
 from grid_tasks.gram.jobmanager import JobManager
@@ -52,7 +54,11 @@ class Door:
                                      stem="user-mallory")
 
     def client(self, who: str = "alice") -> Grid:
-        paths = self.keys.user if who == "alice" else self.mallory
+        if who == "eve":  # a key of her own, which no one here trusts
+            now = dt.datetime.now(dt.timezone.utc)
+            paths = init_role_key(self.keydir.parent / "eve", Role.USER, "eve", now=now)
+        else:
+            paths = self.keys.user if who == "alice" else self.mallory
         signing = SigningSettings(True, paths.key, paths.cert, paths.cert_store)
         return Grid(self.settings.replace(signing=signing, gridmap_file=None))
 
@@ -116,6 +122,16 @@ def test_an_unmapped_signer_is_refused_and_nothing_is_stored(door):
             row = db.repository.get_job(session, handle.id)
             assert row.owner == ALICE and row.user == "nobody"
             assert row.request["run_as"] == "nobody"
+
+
+def test_an_untrusted_key_gets_a_refusal_at_once_and_nothing_is_stored(door):
+    door.gridmap.write_text(f'"{ALICE}" nobody\n')
+    with door.client("eve") as grid:
+        started = time.monotonic()
+        with pytest.raises(GridTasksError, match="unknown signer.*eve"):
+            grid.submit("&(executable=/bin/true)", rm="rmA", timeout=20)
+        assert time.monotonic() - started < 10  # told, not left to time out
+        assert _jobs(grid) == []
 
 
 def test_user_picks_only_among_the_accounts_the_map_allows(door):
