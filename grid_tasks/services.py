@@ -10,22 +10,32 @@ from __future__ import annotations
 
 import os
 import threading
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from grid_tasks.client import Grid
 from grid_tasks.settings import Settings
 
-_grids: dict[tuple[int, int], Grid] = {}
-_lock = threading.Lock()
+T = TypeVar("T")
+_made: dict[tuple[int, int, str], Any] = {}
+_lock = threading.RLock()  # re-entrant: one thing's factory may ask for another
+
+
+def per_process(app: Any, kind: str, make: Callable[[], T]) -> T:
+    """The ``kind`` object of this process and ``app``, made by ``make`` on first use."""
+    key = (os.getpid(), id(app), kind)
+    with _lock:
+        if key not in _made:
+            _made[key] = make()
+        return _made[key]  # type: ignore[no-any-return]
 
 
 def grid_for(app: Any) -> Grid:
     """This process's Grid on ``app``'s settings, sharing ``app`` (never closed)."""
-    key = (os.getpid(), id(app))
-    with _lock:
-        found = _grids.get(key)
-        if found is None:
-            settings = getattr(app, "grid_settings", None) or Settings.from_env()
-            found = _grids[key] = Grid(settings)
-            found._app = app  # reuse the worker's app for iteration triggers
-        return found
+    def make() -> Grid:
+        settings = getattr(app, "grid_settings", None) or Settings.from_env()
+        grid = Grid(settings)
+        grid._app = app  # reuse the worker's app for iteration triggers
+        return grid
+
+    return per_process(app, "grid", make)

@@ -14,8 +14,6 @@ errbacks, which would ignore routing).
 
 from __future__ import annotations
 
-import os
-import threading
 from typing import Any
 
 from celery import shared_task
@@ -30,21 +28,14 @@ SUBMIT_SUBJOB = "grid_tasks.duroc.tasks.submit_subjob"
 #: Longest a header task waits for entries before re-queuing itself (seconds).
 SLICE_S = 0.5
 
-_coallocators: dict[tuple[int, int], Any] = {}
-_lock = threading.Lock()
 
 
 def coallocator_for(app: Any) -> Any:
     """This process's Coallocator on its worker's Grid (never closed)."""
     from grid_tasks.duroc.control import Coallocator
-    from grid_tasks.services import grid_for
+    from grid_tasks.services import grid_for, per_process
 
-    key = (os.getpid(), id(app))
-    with _lock:
-        found = _coallocators.get(key)
-        if found is None:
-            found = _coallocators[key] = Coallocator(grid_for(app))
-        return found
+    return per_process(app, "coallocator", lambda: Coallocator(grid_for(app)))
 
 
 # track_started off: a header's STARTED state in the result backend would cost a round
