@@ -77,16 +77,18 @@ def keys() -> None:
               type=click.Choice(["2048", "3072", "4096"]), help="RSA key size in bits.")
 @click.option("--force", is_flag=True, help="Replace an existing key.")
 @click.option("--role", type=click.Choice(ROLE_NAMES), default=None,
-              help="Make this role's key (<role>.key, user-<name>.key for a user; subject "
-                   "/O=grid_tasks/OU=<role>/CN=<name>) and trust it in certs/<role>/ only "
-                   "[default: worker.key, trusted in every role].")
+              help="Make this role's key in <role>/ (<role>.key, user-<name>.key for a "
+                   "user; subject /O=grid_tasks/OU=<role>/CN=<name>), the layout of "
+                   "init-grid, and trust it in certs/<role>/ only [default: worker.key, "
+                   "trusted in every role].")
 @click.option("--json", "as_json", is_flag=True, help="Print the paths as JSON.")
 def init(directory: Path | None, common_name: str | None, days: int, hosts: tuple[str, ...],
          key_size: str, force: bool, role: str | None, as_json: bool) -> None:
     """Make a self-signed key and certificate in DIRECTORY [default: <state dir>/keys].
 
     Writes worker.key (mode 0600), worker.pem and a trusted store certs/ that
-    already holds worker.pem; with --role, the role's pair and certs/<role>/.
+    already holds worker.pem; with --role, <role>/<role>.key and .pem, trusted in
+    certs/<role>/.
     """
     from grid_tasks.security.keys import init_keys
     from grid_tasks.security.role_keys import init_role_key
@@ -100,7 +102,8 @@ def init(directory: Path | None, common_name: str | None, days: int, hosts: tupl
         name = common_name or _default_name(Role(role))
         paths = init_role_key(target, Role(role), name, now=_now(), days=days,
                               key_size=int(key_size), hosts=hosts, force=force,
-                              stem=f"user-{name}" if role == Role.USER.value else role)
+                              stem=f"{role}/user-{name}" if role == Role.USER.value
+                              else f"{role}/{role}")
     if as_json:
         click.echo(json.dumps({"key": str(paths.key), "cert": str(paths.cert),
                                "cert_store": str(paths.cert_store), "role": role,

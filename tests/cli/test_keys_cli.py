@@ -68,7 +68,7 @@ def test_init_and_trust_by_role(tmp_path):
                "--key-size", "2048", "--json")
     assert node.exit_code == 0, node.output
     paths = json.loads(node.output)
-    assert paths["key"] == str(tmp_path / "a" / "node.key")
+    assert paths["key"] == str(tmp_path / "a" / "node" / "node.key")
     assert paths["subject"] == "/O=grid_tasks/OU=node/CN=n1" and paths["role"] == "node"
     assert (tmp_path / "a" / "certs" / "node" / "n1.pem").is_file()
     store = Path(paths["cert_store"])
@@ -77,17 +77,17 @@ def test_init_and_trust_by_role(tmp_path):
     sched = run("keys", "init", str(tmp_path / "b"), "--role", "scheduler", "--name", "s1",
                 "--key-size", "2048")
     assert sched.exit_code == 0, sched.output
-    trusted = run("keys", "trust", str(tmp_path / "b" / "scheduler.pem"), "--store", str(store),
-                  "--role", "scheduler")
+    sched_cert = tmp_path / "b" / "scheduler" / "scheduler.pem"
+    trusted = run("keys", "trust", str(sched_cert), "--store", str(store), "--role", "scheduler")
     assert trusted.exit_code == 0 and "(role scheduler)" in trusted.output, trusted.output
-    assert _roles(store, tmp_path / "b" / "scheduler.pem") == {"scheduler"}
+    assert _roles(store, sched_cert) == {"scheduler"}
 
     # a user's certificate trusted as a user is no scheduler
     user = run("keys", "init", str(tmp_path / "c"), "--role", "user", "--key-size", "2048",
                "--json")
     assert user.exit_code == 0, user.output
     user_cert = Path(json.loads(user.output)["cert"])
-    assert user_cert.name == f"user-{getpass.getuser()}.pem"
+    assert user_cert == tmp_path / "c" / "user" / f"user-{getpass.getuser()}.pem"
     assert run("keys", "trust", str(user_cert), "--store", str(store),
                "--role", "user").exit_code == 0
     assert _roles(store, user_cert) == {Role.USER.value}
