@@ -31,12 +31,15 @@ import pytest
 import redis
 from sqlalchemy.engine import make_url
 
+from grid_tasks import db
 from grid_tasks.db.testing import postgres_test_url, temporary_database
 from grid_tasks.embedded.redis_server import RedisServer
 from grid_tasks.embedded.stack import grid_tasks_command, prepare_database
 from grid_tasks.embedded.supervisor import Supervisor, leftover
 from grid_tasks.faults.harness import until
+from grid_tasks.client import Grid, JobStatus
 from grid_tasks.gram.tasks import LAUNCH
+from grid_tasks.node.registry import NodeRegistry
 from grid_tasks.security.config import SigningSettings
 from grid_tasks.security.refusals import counts
 from grid_tasks.security.role_keys import GridKeys, ensure_grid_keys
@@ -123,8 +126,6 @@ def _start(supervisor: Supervisor, link: Link, settings: Settings, keys: GridKey
     child = supervisor.spawn("node1", link.exec_argv(grid_tasks_command(
         "worker", "--rm", "rmA", "--node", "node1", "--no-check", "-l", "WARNING")),
         env=node_env)
-    from grid_tasks.node.registry import NodeRegistry
-
     try:
         NodeRegistry.from_url(settings.redis_url, settings.heartbeat_ttl) \
             .wait_alive([("rmA", "node1")], timeout=30)
@@ -132,10 +133,8 @@ def _start(supervisor: Supervisor, link: Link, settings: Settings, keys: GridKey
         raise AssertionError(f"the namespaced node did not register:\n{child.log_tail(20)}")
 
 
-def _run_job(settings: Settings, keys: GridKeys) -> tuple[object, str]:
+def _run_job(settings: Settings, keys: GridKeys) -> tuple[JobStatus, str]:
     """A job submitted through the one door with the user key; its status and output."""
-    from grid_tasks.client import Grid
-
     grid = Grid(settings.replace(signing=keys.signing(Role.USER)))
     try:
         job = grid.submit(f"&(executable={IP})(arguments=-o -4 addr show)", rm="rmA")
@@ -173,8 +172,6 @@ def test_a_node_in_its_own_network_namespace(tmp_path):
         finally:
             pids = supervisor.all_pids()
             supervisor.stop_all(timeout=10)
-            from grid_tasks import db
-
             db.dispose_engines()
     assert leftover(pids) == [], "daemon processes survived teardown"
     assert not namespace_exists(link.namespace) and not link_exists(link.root_if), \
