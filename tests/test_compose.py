@@ -1,4 +1,6 @@
-"""compose.yaml: well formed, the services the issue names, and every command exists.
+"""compose.yaml: well formed, the services the issue names, and every command exists;
+it and the compute-host files of workers/ run every service signed, each with its own
+role's key (the keys made by running the `keys` service's own command here).
 
 No Docker engine runs here, so each service's command is parsed by the very
 click command it names (``grid-tasks`` subcommands, ``celery worker``/``flower``).
@@ -14,6 +16,7 @@ from pathlib import Path
 import click
 import pytest
 import yaml
+from click.testing import CliRunner
 
 from grid_tasks.cli import main
 from grid_tasks.settings import Settings
@@ -78,8 +81,8 @@ def _check_celery(args: list[str]) -> None:
         return
     from grid_tasks.celery_app import create_app
 
-    obj = CLIContext(app=create_app(Settings.from_env({})), no_color=True, workdir=None,
-                     quiet=True)
+    # only parses the command: an app built in code, which signs nothing (no keys here)
+    obj = CLIContext(app=create_app(Settings()), no_color=True, workdir=None, quiet=True)
     command.make_context(sub, list(rest), parent=ctx, obj=obj)
 
 
@@ -178,3 +181,141 @@ def test_beat_lease_and_metrics_endpoint(compose):
     port = argv[argv.index("--port") + 1]
     assert argv[argv.index("--bind") + 1] == "0.0.0.0"  # reachable from outside the container
     assert any(p.endswith(f":{port}:{port}") for p in metrics[0]["ports"])
+
+
+# -- signing: every service signs with its own role's key --------------------------------
+
+WORKERS = REPO_ROOT / "workers"
+KEYLESS = (["grid-tasks", "db", "upgrade"], ["grid-tasks", "metrics", "serve"])  # send no task
+
+
+def _mounts(service: dict) -> dict[str, tuple[str, bool]]:
+    """Container path -> (volume, read-only) of a service's ``volume:path[:ro]`` mounts."""
+    out = {}
+    for spec in service.get("volumes", []):
+        source, target, *mode = spec.split(":")
+        out[target] = (source, mode == ["ro"])
+    return out
+
+
+def _expected_role(service: dict) -> str | None:
+    """The role whose key a service must hold, from what it runs; None: no key at all."""
+    argv, env = _command(service), service.get("environment") or {}
+    if any(argv[:len(k)] == k for k in KEYLESS):
+        return None
+    if "--node" in argv or "GRID_TASKS_NODE" in env:
+        return "node"
+    return "operator" if "flower" in argv else "scheduler"
+
+
+def _grid_services(compose: dict) -> dict[str, dict]:
+    """The services running grid_tasks itself (built from the image), but `keys`."""
+    return {name: s for name, s in _services(compose).items()
+            if "build" in s and name != "keys"}
+
+
+@pytest.fixture(scope="module")
+def made_keys(compose, tmp_path_factory) -> tuple[Path, str, dict[str, Path]]:
+    """What the `keys` service makes, made by its own command into a temporary folder:
+    (that folder, the folder it names in the container, volume -> folder of its files)."""
+    keys = _services(compose)["keys"]
+    argv = _command(keys)
+    assert argv[:3] == ["grid-tasks", "keys", "init-grid"], argv
+    target = argv[3]
+    host = tmp_path_factory.mktemp("keys") / "keys"
+    result = CliRunner().invoke(main, ["keys", "init-grid", str(host), *argv[4:]])
+    assert result.exit_code == 0, result.output
+    volumes = {}
+    for path, (volume, read_only) in _mounts(keys).items():
+        assert not read_only and Path(path).parent == Path(target), path
+        volumes[volume] = host / Path(path).relative_to(target)
+    return host, target, volumes
+
+
+def _on_host(service: dict, path: str, volumes: dict[str, Path]) -> Path:
+    """Where ``path`` of ``service``'s container is among the keys made (AssertionError if
+    no read-only key volume of the service holds it)."""
+    for target, (volume, read_only) in _mounts(service).items():
+        if Path(path).is_relative_to(target) and volume in volumes:
+            assert read_only, f"{volume} mounted writable at {target}"
+            return volumes[volume] / Path(path).relative_to(target)
+    raise AssertionError(f"{path}: on no key volume of the service")
+
+
+def test_every_service_signs_with_its_roles_key_only(compose, made_keys):
+    from celery.security.certificate import Certificate
+
+    from grid_tasks.security.keys import check_key_matches
+    from grid_tasks.security.trust import TrustStore
+
+    _, _, volumes = made_keys
+    seen = set()
+    for name, service in _grid_services(compose).items():
+        env = {k: _interpolate(str(v)) for k, v in (service.get("environment") or {}).items()}
+        assert env.get("GRID_TASKS_SIGNING", "1") == "1", f"{name} does not sign"
+        role = _expected_role(service)
+        key_volumes = {v for v, _ in _mounts(service).values() if v in volumes}
+        if role is None:
+            assert not key_volumes and "GRID_TASKS_SIGNING_KEY" not in env, name
+            continue
+        assert key_volumes == {f"keys-{role}", "keys-certs"}, (name, key_volumes)
+        signing = Settings.from_env(env).signing
+        assert signing.enabled
+        key, cert, store = (_on_host(service, str(p), volumes)
+                            for p in (signing.key, signing.cert, signing.cert_store))
+        check_key_matches(key, cert)  # the key file is the certificate's private half
+        signer = TrustStore(store).signer(Certificate(cert.read_text()).get_id())
+        assert signer is not None and {r.value for r in signer.roles} == {role}, name
+        seen.add(role)
+    assert seen == {"scheduler", "node", "operator"}
+
+
+def test_no_node_service_can_reach_the_scheduler_key(compose, made_keys):
+    host, _, volumes = made_keys
+    scheduler_key = (host / "scheduler" / "scheduler.key").read_bytes()
+    nodes = [s for s in _grid_services(compose).values() if _expected_role(s) == "node"]
+    assert len(nodes) == 4
+    for service in nodes:
+        for volume, _ in _mounts(service).values():
+            files = volumes[volume].rglob("*") if volume in volumes else []
+            assert all(f.is_dir() or f.read_bytes() != scheduler_key for f in files), volume
+        assert not any("scheduler" in str(v) for v in service["environment"].values())
+
+
+def test_keys_are_made_before_anything_that_signs(compose):
+    services = _services(compose)
+    keys = services["keys"]
+    assert "restart" not in keys  # one-shot
+    declared = set(compose["volumes"])
+    assert {v for v, _ in _mounts(keys).values()} == {v for v in declared
+                                                     if v.startswith("keys-")}
+    for name, service in _grid_services(compose).items():
+        if _expected_role(service) is not None:
+            dep = (service.get("depends_on") or {}).get("keys") or {}
+            assert dep.get("condition") == "service_completed_successfully", name
+
+
+def _env_file(path: Path) -> dict[str, str]:
+    lines = [ln.strip() for ln in path.read_text().splitlines()]
+    return dict(ln.split("=", 1) for ln in lines if ln and not ln.startswith("#"))
+
+
+def test_no_shipped_file_turns_signing_off():
+    off = re.compile(r"GRID_TASKS_SIGNING\s*[=:]\s*[\"']?0")
+    for path in [COMPOSE, *sorted(WORKERS.iterdir())]:
+        assert not off.search(path.read_text()), f"{path} switches signing off"
+    dockerfile = (WORKERS / "Dockerfile").read_text()
+    assert "GRID_TASKS_SIGNING=1" in dockerfile and "chown -R grid:grid /keys" in dockerfile
+
+
+def test_node_env_example_holds_the_node_key_only():
+    env = _env_file(WORKERS / "node.env.example")
+    signing = Settings.from_env(env).signing
+    assert signing.enabled
+    assert signing.key.parent.name == "node" and signing.key.name == "node.key"
+    assert signing.cert_store.name == "certs"
+    assert not any("scheduler" in v or "user" in v for k, v in env.items() if "SIGNING" in k)
+    unit = (WORKERS / "grid-tasks-node@.service").read_text()
+    assert f"AssertPathExists={signing.key}" in unit
+    assert f"AssertPathExists={signing.cert_store}/scheduler" in unit
+    assert "EnvironmentFile=/etc/grid_tasks/node.env" in unit

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import getpass
 import json
 import socket
 from pathlib import Path
@@ -16,7 +17,12 @@ from rich.table import Table
 from grid_tasks.errors import GridTasksError
 from grid_tasks.security.config import KEYS_DIR
 from grid_tasks.security.errors import GridMapError
+from grid_tasks.security.roles import Role
 from grid_tasks.settings import Settings
+
+
+ROLE_NAMES = [role.value for role in Role]
+GRID_ROLES = (Role.SCHEDULER, Role.NODE, Role.OPERATOR, Role.USER)  # init-grid's order
 
 
 def _now() -> dt.datetime:
@@ -27,15 +33,34 @@ def _keys_dir(directory: Path | None) -> Path:
     return directory if directory is not None else Settings.from_env().state_dir / KEYS_DIR
 
 
+def _default_name(role: Role) -> str:
+    """A role key's common name: the login for a user (what grid maps name), else
+    ``<role>@<hostname>``."""
+    return getpass.getuser() if role is Role.USER else f"{role.value}@{socket.gethostname()}"
+
+
+def _slash_subject(cert: Path) -> str:
+    """The certificate's subject as grid maps write it (``/O=grid_tasks/OU=node/CN=..``)."""
+    from cryptography import x509
+
+    from grid_tasks.security.trust import slash_subject
+
+    return slash_subject(x509.load_pem_x509_certificate(cert.read_bytes()).subject)
+
+
 @click.group()
 def keys() -> None:
     """Message-signing keys and certificates (no CA: each host signs its own).
 
     \b
-    Typical use on every host of a grid:
-      grid-tasks keys init                  # key, certificate, trusted store
-      grid-tasks keys trust peer.pem        # trust each other host's certificate
-      export GRID_TASKS_SIGNING=1           # then every task message is signed
+    A whole grid at once (one folder per role; give each host its role's
+    folder and certs/ only):
+      grid-tasks keys init-grid /etc/grid_tasks/keys --user alice
+    \b
+    Or host by host, each key trusted in its role (certs/<role>/):
+      grid-tasks keys init --role node      # node.key, node.pem, certs/node/
+      grid-tasks keys trust --role scheduler sched.pem   # trust the scheduler
+    Signing is on unless GRID_TASKS_SIGNING=0.
     """
 
 
@@ -51,27 +76,87 @@ def keys() -> None:
 @click.option("--key-size", default=3072, show_default=True,
               type=click.Choice(["2048", "3072", "4096"]), help="RSA key size in bits.")
 @click.option("--force", is_flag=True, help="Replace an existing key.")
+@click.option("--role", type=click.Choice(ROLE_NAMES), default=None,
+              help="Make this role's key in <role>/ (<role>.key, user-<name>.key for a "
+                   "user; subject /O=grid_tasks/OU=<role>/CN=<name>), the layout of "
+                   "init-grid, and trust it in certs/<role>/ only [default: worker.key, "
+                   "trusted in every role].")
 @click.option("--json", "as_json", is_flag=True, help="Print the paths as JSON.")
 def init(directory: Path | None, common_name: str | None, days: int, hosts: tuple[str, ...],
-         key_size: str, force: bool, as_json: bool) -> None:
+         key_size: str, force: bool, role: str | None, as_json: bool) -> None:
     """Make a self-signed key and certificate in DIRECTORY [default: <state dir>/keys].
 
     Writes worker.key (mode 0600), worker.pem and a trusted store certs/ that
-    already holds worker.pem.
+    already holds worker.pem; with --role, <role>/<role>.key and .pem, trusted in
+    certs/<role>/.
     """
     from grid_tasks.security.keys import init_keys
+    from grid_tasks.security.role_keys import init_role_key
 
     target = _keys_dir(directory)
-    paths = init_keys(target, common_name or f"grid_tasks@{socket.gethostname()}", now=_now(),
-                      days=days, hosts=hosts, key_size=int(key_size), force=force)
+    if role is None:
+        paths = init_keys(target, common_name or f"grid_tasks@{socket.gethostname()}",
+                          now=_now(), days=days, hosts=hosts, key_size=int(key_size),
+                          force=force)
+    else:
+        name = common_name or _default_name(Role(role))
+        paths = init_role_key(target, Role(role), name, now=_now(), days=days,
+                              key_size=int(key_size), hosts=hosts, force=force,
+                              stem=f"{role}/user-{name}" if role == Role.USER.value
+                              else f"{role}/{role}")
     if as_json:
         click.echo(json.dumps({"key": str(paths.key), "cert": str(paths.cert),
-                               "cert_store": str(paths.cert_store), "env": paths.env()}))
+                               "cert_store": str(paths.cert_store), "role": role,
+                               "subject": _slash_subject(paths.cert), "env": paths.env()}))
         return
     click.echo(f"key         {paths.key}\ncertificate {paths.cert}\n"
                f"trust store {paths.cert_store}\n\nTo sign every task message:")
     for name, value in paths.env().items():
         click.echo(f"  export {name}={value}")
+
+
+@keys.command("init-grid")
+@click.argument("directory", type=click.Path(path_type=Path))
+@click.option("--user", default=None,
+              help="Name of the user key (subject /O=grid_tasks/OU=user/CN=NAME, what the "
+                   "grid map maps) [default: your login].")
+@click.option("--flat", is_flag=True,
+              help="Every pair in DIRECTORY itself (the layout `grid-tasks up` keeps in its "
+                   "state dir) instead of a folder per role.")
+@click.option("--json", "as_json", is_flag=True, help="Print the paths as JSON.")
+def init_grid(directory: Path, user: str | None, flat: bool, as_json: bool) -> None:
+    """Make the keys of every role of a grid in DIRECTORY, and the trust store they share.
+
+    Keys that exist are kept (peers keep trusting them): a deployment may run this at
+    every start, as compose's one-shot `keys` service does.
+
+    \b
+      DIRECTORY/scheduler/  scheduler.key .pem   schedulers, gatekeepers, beats
+      DIRECTORY/node/       node.key .pem        node daemons
+      DIRECTORY/operator/   operator.key .pem    Flower (remote control only)
+      DIRECTORY/user/       user-NAME.key .pem   the user's applications and CLI
+      DIRECTORY/certs/ROLE/                      the trust store, for every process
+    Give each host its role's folder and certs/, never another role's key.
+    """
+    from grid_tasks.security.role_keys import ensure_grid_keys
+
+    grid = ensure_grid_keys(directory, user or getpass.getuser(), now=_now(),
+                            role_dirs=not flat)
+    rows = {role.value: {"key": str(grid.for_role(role).key),
+                         "cert": str(grid.for_role(role).cert),
+                         "subject": _slash_subject(grid.for_role(role).cert),
+                         "env": grid.for_role(role).env()} for role in GRID_ROLES}
+    if as_json:
+        click.echo(json.dumps({"directory": str(directory),
+                               "cert_store": str(grid.scheduler.cert_store), "roles": rows}))
+        return
+    table = Table(title=escape(f"grid keys in {directory}"))
+    for col in ("role", "key", "subject"):
+        table.add_column(col)
+    for role, row in rows.items():
+        table.add_row(role, escape(row["key"]), escape(row["subject"]))
+    Console().print(table)
+    click.echo(f"trust store {grid.scheduler.cert_store} (one folder per role)")
 
 
 @keys.command("show")
@@ -108,13 +193,24 @@ def show(directory: Path | None, as_json: bool) -> None:
 @click.option("--store", type=click.Path(path_type=Path), default=None,
               help="Trusted store directory [default: <state dir>/keys/certs].")
 @click.option("--name", default=None, help="File name in the store [default: <serial>.pem].")
-def trust_cmd(cert: Path, store: Path | None, name: str | None) -> None:
-    """Trust the signer whose certificate is CERT (copy it into the store)."""
+@click.option("--role", type=click.Choice(ROLE_NAMES), default=None,
+              help="Trust CERT in this role only (into <store>/<role>/) [default: the "
+                   "store itself, which trusts it in every role].")
+def trust_cmd(cert: Path, store: Path | None, name: str | None, role: str | None) -> None:
+    """Trust the signer whose certificate is CERT (copy it into the store).
+
+    Trust a scheduler's certificate with --role scheduler, a node's with --role node,
+    a user's with --role user: what a signer may do follows the folder it is in.
+    """
     from grid_tasks.security.config import STORE_DIR
     from grid_tasks.security.keys import trust
 
-    target = trust(cert, store or _keys_dir(None) / STORE_DIR, name)
-    click.echo(f"trusted {cert} as {target}")
+    base = store or _keys_dir(None) / STORE_DIR
+    if role:  # a certificate may sit in several roles' folders: only this one is checked
+        (base / role).mkdir(parents=True, exist_ok=True)
+    target = trust(cert, base / role if role else base, name)
+    click.echo(f"trusted {cert} as {target}" + (f" (role {role})" if role else
+                                                " (in every role)"))
 
 
 @click.group()

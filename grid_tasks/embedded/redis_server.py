@@ -1,4 +1,5 @@
-"""A private ``redis-server``: free loopback port, own directory, password, no persistence."""
+"""A private ``redis-server``: free port (loopback by default), own directory, password,
+no persistence."""
 
 from __future__ import annotations
 
@@ -37,10 +38,10 @@ def find_redis_server() -> str:
                       source="environment", key="PATH")
 
 
-def free_port() -> int:
-    """A TCP port free on 127.0.0.1 right now."""
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port free on ``host`` right now."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
+        sock.bind((host, 0))
         return sock.getsockname()[1]
 
 
@@ -48,8 +49,12 @@ class RedisServer:
     """One private redis-server process; use as a context manager or start()/stop()."""
 
     def __init__(self, directory: Path, password: str | None = None,
-                 port: int | None = None, *, die_with_parent: bool = False) -> None:
+                 port: int | None = None, *, die_with_parent: bool = False,
+                 host: str = "127.0.0.1") -> None:
         self.directory = Path(directory)
+        # The one address it listens on and its URLs name: loopback unless other hosts
+        # (e.g. a node daemon in another network namespace) must reach it.
+        self.host = host
         # Only for a server started from a thread that lives as long as it should (the
         # main thread of `grid-tasks up`): the signal follows the starting thread.
         self.die_with_parent = die_with_parent
@@ -58,16 +63,16 @@ class RedisServer:
         self.process: subprocess.Popen[bytes] | None = None
 
     def url(self, db: int = 0) -> str:
-        """``redis://:<password>@127.0.0.1:<port>/<db>`` of this server."""
+        """``redis://:<password>@<host>:<port>/<db>`` of this server."""
         auth = f":{self.password}@" if self.password else ""
-        return f"redis://{auth}127.0.0.1:{self.port}/{db}"
+        return f"redis://{auth}{self.host}:{self.port}/{db}"
 
     def start(self, timeout: float = 10.0) -> "RedisServer":
         """Start the server and wait until it answers PING."""
         private_dir(self.directory)  # its log and config (the password): owner only
         private_file(self.directory / "redis.log")  # redis-server appends, keeping the mode
         for attempt in range(3):  # a port picked free can be taken before we bind it
-            self.port = self.port or free_port()
+            self.port = self.port or free_port(self.host)
             self._spawn()
             try:
                 self._wait_ready(timeout)
@@ -82,7 +87,7 @@ class RedisServer:
     def _write_config(self) -> Path:
         """The server's options as a 0600 config file: its password never on argv
         (``/proc/<pid>/cmdline`` is world-readable until redis-server retitles itself)."""
-        options = {"port": str(self.port), "bind": "127.0.0.1", "dir": str(self.directory),
+        options = {"port": str(self.port), "bind": self.host, "dir": str(self.directory),
                    "save": "", "appendonly": "no", "daemonize": "no", "protected-mode": "yes",
                    "logfile": str(self.directory / "redis.log")}
         if self.password:

@@ -13,6 +13,12 @@ Layout of a keys directory (``<state dir>/keys`` by default)::
 A certificate's subject is ``/O=grid_tasks/OU=<role>/CN=<name>``; the grid map maps
 a user's subject to local accounts.  Private keys are 0600, the directory 0700.
 
+With ``role_dirs`` (what ``grid-tasks keys init-grid`` makes for a deployment) each
+role's pair sits in a folder of its own - ``scheduler/scheduler.key``, ``node/node.key``,
+``operator/operator.key``, ``user/user-<name>.key`` - beside the same ``certs/``, so
+each host (or container) can be given its role's folder and the trust store, and
+nothing else.
+
 :func:`ensure_grid_keys` is what the embedded stack runs at start: it makes what is
 missing and keeps what exists, so a restarted grid trusts the same keys.
 """
@@ -61,9 +67,13 @@ def subject_of(role: Role, name: str) -> str:
 
 def init_role_key(directory: Path, role: Role, name: str, *, now: dt.datetime,
                   days: int = DEFAULT_DAYS, key_size: int = EMBEDDED_KEY_SIZE,
-                  stem: str | None = None, force: bool = False) -> KeyPaths:
+                  stem: str | None = None, force: bool = False,
+                  hosts: tuple[str, ...] = ()) -> KeyPaths:
     """Make ``<stem>.key``/``<stem>.pem`` for ``role`` and trust the certificate in
-    ``certs/<role>/``; refuses to replace an existing key unless ``force``."""
+    ``certs/<role>/``; refuses to replace an existing key unless ``force``.
+
+    ``stem`` may name a subfolder (``node/node``): it is made 0700 like ``directory``.
+    """
     stem = stem or role.value
     store = directory / STORE_DIR
     paths = KeyPaths(directory / f"{stem}.key", directory / f"{stem}.pem", store)
@@ -71,9 +81,10 @@ def init_role_key(directory: Path, role: Role, name: str, *, now: dt.datetime,
         raise KeyMaterialError(f"{paths.key} already exists: use --force to replace it "
                                "(peers must then trust the new certificate)")
     key_pem, cert_pem = self_signed(name, now=now, days=days, key_size=key_size,
-                                    unit=role.value)
+                                    unit=role.value, hosts=hosts)
     try:
         private_dir(directory)  # holds the private keys
+        private_dir(paths.key.parent)
         (store / role.value).mkdir(parents=True, exist_ok=True)
         _write_private(paths.key, key_pem)
         paths.cert.write_bytes(cert_pem)
@@ -83,16 +94,19 @@ def init_role_key(directory: Path, role: Role, name: str, *, now: dt.datetime,
     return paths
 
 
-def ensure_grid_keys(directory: Path, user: str, *, now: dt.datetime) -> GridKeys:
-    """The scheduler, node and ``user`` keys of ``directory``, made where missing."""
+def ensure_grid_keys(directory: Path, user: str, *, now: dt.datetime,
+                     role_dirs: bool = False) -> GridKeys:
+    """The scheduler, node, operator and ``user`` keys of ``directory``, made where
+    missing; with ``role_dirs`` each in its role's folder (``node/node.key``)."""
     made = {}
     for role, name, stem in ((Role.SCHEDULER, "scheduler", "scheduler"),
                              (Role.NODE, "node", "node"), (Role.USER, user, f"user-{user}"),
                              (Role.OPERATOR, "operator", "operator")):
-        key = directory / f"{stem}.key"
+        where = f"{role.value}/{stem}" if role_dirs else stem
+        key = directory / f"{where}.key"
         if key.exists():
-            made[role] = KeyPaths(key, directory / f"{stem}.pem", directory / STORE_DIR)
+            made[role] = KeyPaths(key, directory / f"{where}.pem", directory / STORE_DIR)
         else:
-            made[role] = init_role_key(directory, role, name, now=now, stem=stem)
+            made[role] = init_role_key(directory, role, name, now=now, stem=where)
     return GridKeys(made[Role.SCHEDULER], made[Role.NODE], made[Role.USER],
                     made[Role.OPERATOR], subject_of(Role.USER, user))
