@@ -4,7 +4,10 @@ on a private grid started for the purpose; print what recovered / what was refus
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
+from typing import Any
 
 import click
 from rich.console import Console
@@ -91,20 +94,8 @@ def selftest(faults: bool, security: bool, cases: tuple[str, ...], attacks: tupl
     if not faults:
         raise ConfigError("nothing to test: give --faults or --security (or --list)",
                           source="selftest")
-    chosen = resolve(cases)
-    console = Console(stderr=True)
-    with console.status("starting the private grid") as status:
-        outcomes = run_cases(
-            chosen, state_dir=state_dir,
-            on_start=lambda name: status.update(f"case {name} "
-                                                f"({chosen.index(name) + 1}/{len(chosen)})"),
-            on_done=lambda o: console.log(f"{o.case}: {'ok' if o.ok else 'FAILED'}"))
-    if as_json:
-        click.echo(json.dumps([o.to_dict() for o in outcomes], indent=2))
-    else:
-        Console().print(outcome_table(outcomes))
-    if not all(o.ok for o in outcomes):
-        raise SystemExit(1)
+    _run_and_report("case", resolve(cases), partial(run_cases, state_dir=state_dir),
+                    lambda o: f"{o.case}: {'ok' if o.ok else 'FAILED'}", outcome_table, as_json)
 
 
 def _security(attacks: tuple[str, ...], weakened: tuple[str, ...], list_only: bool,
@@ -118,17 +109,24 @@ def _security(attacks: tuple[str, ...], weakened: tuple[str, ...], list_only: bo
         for name, attack in ATTACKS.items():
             click.echo(f"{name}: {attack.expected}")
         return
-    chosen = resolve(attacks)
+    _run_and_report("attack", resolve(attacks),
+                    partial(run_attacks, state_dir=state_dir, weakened=weakened),
+                    lambda r: f"{r.attack}: {r.verdict}", rows_table, as_json)
+
+
+def _run_and_report(kind: str, chosen: list[str], run: Callable[..., list[Any]],
+                    label: Callable[[Any], str], table: Callable[[list[Any]], Table],
+                    as_json: bool) -> None:
+    """Run ``chosen`` (cases or attacks) under a status line, print the results as a
+    table or JSON, and exit 1 if any is not ok: one shape for both self-tests."""
     console = Console(stderr=True)
     with console.status("starting the private grid") as status:
-        rows = run_attacks(
-            chosen, state_dir=state_dir, weakened=weakened,
-            on_start=lambda name: status.update(f"attack {name} "
-                                                f"({chosen.index(name) + 1}/{len(chosen)})"),
-            on_done=lambda r: console.log(f"{r.attack}: {r.verdict}"))
+        results = run(chosen, on_start=lambda name: status.update(
+            f"{kind} {name} ({chosen.index(name) + 1}/{len(chosen)})"),
+            on_done=lambda r: console.log(label(r)))
     if as_json:
-        click.echo(json.dumps([r.to_dict() for r in rows], indent=2))
+        click.echo(json.dumps([r.to_dict() for r in results], indent=2))
     else:
-        Console().print(rows_table(rows))
-    if not all(r.ok for r in rows):
+        Console().print(table(results))
+    if not all(r.ok for r in results):
         raise SystemExit(1)

@@ -16,8 +16,8 @@ from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from pathlib import Path
 
-from grid_tasks.errors import ConfigError
 from grid_tasks.faults.harness import FaultGrid
+from grid_tasks.faults.runner import pick
 from grid_tasks.security.role_keys import init_role_key, subject_of
 from grid_tasks.security.roles import Role
 from grid_tasks.selftest.account import can_make_accounts, throwaway_account
@@ -29,13 +29,7 @@ from grid_tasks.selftest.weaken import check_names, weaken
 
 def resolve(names: Sequence[str] | None) -> list[str]:
     """The attacks to run (all by default); ConfigError naming the unknown ones."""
-    if not names:
-        return list(ATTACKS)
-    unknown = [n for n in names if n not in ATTACKS]
-    if unknown:
-        raise ConfigError(f"unknown attack(s) {', '.join(unknown)}; known: "
-                          f"{', '.join(ATTACKS)}", source="--attack")
-    return list(dict.fromkeys(names))
+    return pick(names, ATTACKS, "attack", "--attack")
 
 
 def run_attacks(names: Sequence[str] | None = None, *, state_dir: Path | None = None,

@@ -30,7 +30,8 @@ class Target:
     work: Path
     untrusted: KeyPaths
     account: str | None = None
-    _ids: Any = field(default_factory=lambda: itertools.count(90_000_000 + secrets.randbelow(10**6)))
+    _ids: Any = field(default_factory=lambda: itertools.count(
+        90_000_000 + secrets.randbelow(10**6)))
 
     def forged_job_id(self) -> int:
         """An id no job of this grid has (a launch for a job that does not exist)."""
