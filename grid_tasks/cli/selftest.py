@@ -43,7 +43,7 @@ def outcome_table(outcomes: list[Outcome]) -> Table:
               help="--security: run only this attack (repeatable). Default: every attack.")
 @click.option("--weaken", "weakened", multiple=True, metavar="NAME",
               help="--security: weaken the private grid on purpose first (unsigned-node, "
-                   "user-as-scheduler), to see the self-test report MISS.")
+                   "user-as-scheduler, jobs-as-root), to see the self-test report MISS.")
 @click.option("--list", "list_only", is_flag=True, help="List the cases (with --security: "
               "the attacks) and exit.")
 @click.option("--state-dir", type=click.Path(path_type=Path), metavar="DIR",

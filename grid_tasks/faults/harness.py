@@ -23,6 +23,7 @@ from grid_tasks.embedded.redis_server import RedisServer
 from grid_tasks.embedded.stack import grid_tasks_command, prepare_database
 from grid_tasks.embedded.supervisor import Child, Supervisor, leftover
 from grid_tasks.errors import GridTasksError
+from grid_tasks.private_files import private_dir
 from grid_tasks.security.role_keys import GridKeys, ensure_grid_keys
 from grid_tasks.security.roles import Role
 from grid_tasks.settings import Settings, default_config_file
@@ -94,6 +95,7 @@ class FaultGrid:
 
     # -- lifecycle ---------------------------------------------------------------------
     def start(self) -> "FaultGrid":
+        private_dir(self.state_dir)  # 0700 from the start: it holds the grid's secrets
         topology_file = _fast_policy_dir(self.state_dir / "config", 1)
         self.topology = load_topology(topology_file)
         self.redis.start()

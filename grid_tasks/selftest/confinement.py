@@ -68,7 +68,8 @@ class RootOnlyStdin(Attack):
         if os.geteuid() != 0:
             raise Skip("needs root (jobs must run as an unprivileged mapped account)")
         if target.account is None:
-            raise Skip("needs useradd/userdel for a throwaway account")
+            raise Skip("jobs run as the invoking user, root (no grid map: a throwaway "
+                       "account needs useradd/userdel)")
         secret = target.work / "root-only"
         content = f"root-only-{secrets.token_hex(8)}"
         fd = os.open(secret, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)

@@ -49,8 +49,8 @@ def run_attacks(names: Sequence[str] | None = None, *, state_dir: Path | None = 
         work = Path(tempfile.mkdtemp(prefix="gt-selftest-work-", dir="/tmp"))
         stack.callback(shutil.rmtree, work, True)
         work.chmod(0o755)  # jobs may enter it, not write it
-        account = (stack.enter_context(throwaway_account()).pw_name if can_make_accounts()
-                   else None)
+        mapped = can_make_accounts() and "jobs-as-root" not in weakened
+        account = stack.enter_context(throwaway_account()).pw_name if mapped else None
         fg = FaultGrid(base / "grid", beats=("beat-a",), gridmap_file=_gridmap(base, account))
         stack.enter_context(fg)  # stopped before the account is removed
         weaken(fg, weakened)

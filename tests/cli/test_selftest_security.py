@@ -64,8 +64,14 @@ def test_a_node_accepting_unsigned_messages_is_caught(tmp_path) -> None:
     assert rows["untrusted-submit"]["verdict"] == "ok"
 
 
-def test_a_user_trusted_as_scheduler_is_caught(tmp_path) -> None:
-    rows = run_attacks(["user-signed-launch"], state_dir=tmp_path,
-                       weakened=["user-as-scheduler"])
-    assert [(r.attack, r.verdict) for r in rows] == [("user-signed-launch", "MISS")]
-    assert "the launch RAN" in rows[0].happened
+def test_a_user_trusted_as_scheduler_and_jobs_as_root_are_caught(tmp_path) -> None:
+    """The user's certificate also in certs/scheduler/: its forged launch runs.  With no
+    grid map (as root, jobs run as root), the job reads the daemon's environment."""
+    weakened = ["user-as-scheduler"] + (["jobs-as-root"] if os.geteuid() == 0 else [])
+    rows = {r.attack: r for r in run_attacks(["user-signed-launch", "job-reads-daemon-env"],
+                                             state_dir=tmp_path, weakened=weakened)}
+    assert rows["user-signed-launch"].verdict == "MISS"
+    assert "the launch RAN" in rows["user-signed-launch"].happened
+    if os.geteuid() == 0:
+        assert rows["job-reads-daemon-env"].verdict == "MISS"
+        assert "password LEAKED" in rows["job-reads-daemon-env"].happened
