@@ -23,6 +23,7 @@ from grid_tasks.embedded.redis_server import RedisServer
 from grid_tasks.embedded.stack import grid_tasks_command, prepare_database
 from grid_tasks.embedded.supervisor import Child, Supervisor, leftover
 from grid_tasks.errors import GridTasksError
+from grid_tasks.private_files import private_dir
 from grid_tasks.security.role_keys import GridKeys, ensure_grid_keys
 from grid_tasks.security.roles import Role
 from grid_tasks.settings import Settings, default_config_file
@@ -71,8 +72,12 @@ class FaultGrid:
     def __init__(self, state_dir: Path, *, database_url: str | None = None,
                  heartbeat: float = 0.5, heartbeat_ttl: float = 3.0,
                  visibility_timeout: float = 5.0, launch_timeout: float = 5.0,
-                 beats: tuple[str, ...] = ("beat-a", "beat-b"), beat_lease: float = 2.0) -> None:
+                 beats: tuple[str, ...] = ("beat-a", "beat-b"), beat_lease: float = 2.0,
+                 gridmap_file: Path | None = None) -> None:
         self.state_dir = Path(state_dir).resolve()
+        # a grid map runs jobs as its unprivileged accounts (a root grid without one runs
+        # them as root: a one-user grid, what the fault cases need)
+        self.gridmap_file = gridmap_file
         self.database_url = database_url or f"sqlite:///{self.state_dir / 'grid_tasks.db'}"
         self.heartbeat, self.heartbeat_ttl = heartbeat, heartbeat_ttl
         self.visibility_timeout, self.launch_timeout = visibility_timeout, launch_timeout
@@ -90,6 +95,7 @@ class FaultGrid:
 
     # -- lifecycle ---------------------------------------------------------------------
     def start(self) -> "FaultGrid":
+        private_dir(self.state_dir)  # 0700 from the start: it holds the grid's secrets
         topology_file = _fast_policy_dir(self.state_dir / "config", 1)
         self.topology = load_topology(topology_file)
         self.redis.start()
@@ -98,7 +104,8 @@ class FaultGrid:
             redis_url=self.redis.url(3), database_url=self.database_url,
             state_dir=self.state_dir, topology_file=topology_file,
             heartbeat_interval=self.heartbeat, heartbeat_ttl=self.heartbeat_ttl,
-            visibility_timeout=self.visibility_timeout, single_user=True)
+            visibility_timeout=self.visibility_timeout, gridmap_file=self.gridmap_file,
+            single_user=self.gridmap_file is None)
         # signed like every grid that ships: the test process is this grid's user
         self.keys = ensure_grid_keys(self.state_dir / "keys", getpass.getuser(),
                                      now=dt.datetime.now(dt.timezone.utc))
@@ -161,11 +168,13 @@ class FaultGrid:
                                                  argv, env=self.env())
         return self.beats[name]
 
-    def start_node(self, rm: str, node: str, wait: bool = True) -> Child:
+    def start_node(self, rm: str, node: str, wait: bool = True, **env: str) -> Child:
+        """A node daemon with the node key; ``env`` overrides its environment (the
+        security self-test weakens one on purpose, e.g. ``GRID_TASKS_SIGNING="0"``)."""
         argv = grid_tasks_command("worker", "--rm", rm, "--node", node, "--no-check",
                                   "-l", "WARNING")
         name = f"node-{node}-{len(self.supervisor.children)}"
-        child = self.supervisor.spawn(name, argv, env=self.env(Role.NODE))
+        child = self.supervisor.spawn(name, argv, env=self.env(Role.NODE, **env))
         self.nodes[node] = child
         if wait:
             self.wait_nodes([(rm, node)])

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import shutil
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from grid_tasks.errors import ConfigError
@@ -13,15 +13,22 @@ from grid_tasks.faults.invariants import Check, Outcome
 from grid_tasks.faults.registry import CASES
 
 
+def pick(names: Sequence[str] | None, known: Mapping[str, object], what: str,
+         option: str) -> list[str]:
+    """``names`` without repeats (all of ``known`` by default); ConfigError naming the
+    unknown ones (``what``: "fault case", "attack"; ``option``: the flag that named them)."""
+    if not names:
+        return list(known)
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise ConfigError(f"unknown {what}(s) {', '.join(unknown)}; known: "
+                          f"{', '.join(known)}", source=option)
+    return list(dict.fromkeys(names))
+
+
 def resolve(names: Sequence[str] | None) -> list[str]:
     """The cases to run (all by default); ConfigError naming the unknown ones."""
-    if not names:
-        return list(CASES)
-    unknown = [n for n in names if n not in CASES]
-    if unknown:
-        raise ConfigError(f"unknown fault case(s) {', '.join(unknown)}; known: "
-                          f"{', '.join(CASES)}", source="--case")
-    return list(dict.fromkeys(names))
+    return pick(names, CASES, "fault case", "--case")
 
 
 def run_cases(names: Sequence[str] | None = None, *, state_dir: Path | None = None,

@@ -10,60 +10,30 @@ to create its own marker file; only the scheduler-signed one may.
 from __future__ import annotations
 
 import datetime as dt
-import uuid
-from pathlib import Path
 
-import kombu
 import redis
-from celery.security.certificate import Certificate
-from celery.security.key import PrivateKey
-from celery.security.serialization import SecureSerializer
 
 from grid_tasks.faults.harness import until
-from grid_tasks.gram import keys as gram_keys
-from grid_tasks.gram.launch import LaunchRequest
 from grid_tasks.gram.tasks import LAUNCH
 from grid_tasks.node.tasks import NODE_CHECK
 from grid_tasks.security.refusals import counts
 from grid_tasks.security.role_keys import GridKeys, ensure_grid_keys
 from grid_tasks.security.roles import Role
+from grid_tasks.selftest.forge import launch_body, push, sealed
 
 QUEUE = "node.rmA.node1"
 
 
 def _sealed(keys: GridKeys, role: Role, body: list) -> bytes:
-    """``body`` signed with ``role``'s key, exactly as a Celery sender would."""
-    paths = keys.for_role(role)
-    signer = SecureSerializer(PrivateKey(paths.key.read_text()),
-                              Certificate(paths.cert.read_text()), None)
-    sealed = signer.serialize(body)
-    return sealed.encode() if isinstance(sealed, str) else sealed
+    return sealed(keys.for_role(role), body)
 
 
 def _push(settings, task: str, body: bytes | list, signed: bool) -> None:
-    """A protocol-2 task message published straight into the node's queue."""
-    task_id = str(uuid.uuid4())
-    headers = {"lang": "py", "task": task, "id": task_id, "root_id": task_id,
-               "parent_id": None, "group": None, "retries": 0, "eta": None, "expires": None,
-               "argsrepr": "", "kwargsrepr": "", "origin": "attacker"}
-    options = ({"content_type": "application/data", "content_encoding": "utf-8"} if signed
-               else {"serializer": "json"})
-    with kombu.Connection(settings.broker_url) as conn:
-        conn.Producer().publish(body, routing_key=QUEUE, exchange="", headers=headers,
-                                delivery_mode=2, **options)
+    push(settings.broker_url, QUEUE, task, body, signed=signed)
 
 
-def _launch_body(settings, job_id: int, marker: Path, task: str = LAUNCH) -> list:
-    """A launch of ``touch marker`` with a valid token (so only trust decides)."""
-    token = f"tok{job_id}"
-    client = redis.Redis.from_url(settings.redis_url)
-    client.set(gram_keys.token_key(job_id), token)
-    client.close()
-    req = LaunchRequest(job_id=job_id, rm="rmA", node="node1", token=token,
-                        executable="/usr/bin/touch", arguments=[str(marker)], tasks=1,
-                        rank_offset=0, size=1, nodes=1, job_type="single")
-    return [[], {"rm": "rmA", "node": "node1", "on_node": True, "request": req.to_dict()},
-            {"grid_task": task}]
+def _launch_body(settings, job_id: int, marker, task: str = LAUNCH) -> list:
+    return launch_body(settings.redis_url, job_id, marker, task=task)
 
 
 def test_a_node_runs_only_launches_signed_by_a_scheduler(settings, node_worker, tmp_path):
