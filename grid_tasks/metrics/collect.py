@@ -200,12 +200,25 @@ def beat_metrics(src: Sources) -> list[MetricFamily]:
     return [leader, members, sent]
 
 
+def refusal_metrics(src: Sources) -> list[MetricFamily]:
+    """Messages the workers refused (unsigned, untrusted, wrong role ...), by reason."""
+    from grid_tasks.security.refusals import KINDS, counts
+
+    seen = counts(src.redis(src.settings.redis_url))
+    fam = MetricFamily("grid_tasks_messages_refused_total", "counter",
+                       "Task and control messages refused by the grid's workers, by reason.")
+    for kind in sorted(set(KINDS) | set(seen)):
+        fam.add(seen.get(kind, 0), reason=kind)
+    return [fam]
+
+
 #: source name -> reader; each gets the scrape's Sources (and the time where it matters).
 SOURCES: dict[str, Callable[[Sources, float], list[MetricFamily]]] = {
     "broker": lambda src, now: queue_metrics(src),
     "database": lambda src, now: job_metrics(src) + reservation_metrics(src, now),
     "registry": lambda src, now: node_metrics(src),
-    "redis": lambda src, now: iteration_metrics(src) + token_metrics(src) + beat_metrics(src),
+    "redis": lambda src, now: (iteration_metrics(src) + token_metrics(src) + beat_metrics(src)
+                               + refusal_metrics(src)),
 }
 
 

@@ -23,17 +23,20 @@ _clients: dict[int, Any] = {}
 _lock = threading.Lock()
 
 
+#: (text in the reason, its kind): the first that matches names a refusal's kind.
+_NEEDLES = (("unknown signer", "unknown_signer"), ("bad signature", "bad_signature"),
+            ("expired", "expired_certificate"), ("not signed", "unsigned"),
+            ("untrusted content", "unsigned"), ("disallowed", "unsigned"),
+            ("signed for task", "task_mismatch"), ("remote-control", "control"),
+            ("role", "role"))
+#: Every kind of refusal (metrics show each, zero until it happens).
+KINDS: tuple[str, ...] = (*dict.fromkeys(kind for _, kind in _NEEDLES), "other")
+
+
 def reason_kind(reason: str) -> str:
     """A short, bounded label for a refusal reason (a metrics label must not grow)."""
     text = reason.lower()
-    for needle, kind in (("unknown signer", "unknown_signer"), ("bad signature", "bad_signature"),
-                         ("expired", "expired_certificate"), ("not signed", "unsigned"),
-                         ("untrusted content", "unsigned"), ("disallowed", "unsigned"),
-                         ("signed for task", "task_mismatch"),
-                         ("remote-control", "control"), ("role", "role")):
-        if needle in text:
-            return kind
-    return "other"
+    return next((kind for needle, kind in _NEEDLES if needle in text), "other")
 
 
 def refuse(app: Any, *, queue: str | None, signer: str | None, reason: str,

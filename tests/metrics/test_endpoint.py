@@ -23,6 +23,7 @@ from grid_tasks.errors import ConnectivityError
 from grid_tasks.metrics import MetricsServer, record_iteration
 from grid_tasks.metrics.exposition import CONTENT_TYPE
 from grid_tasks.node.registry import NodeRegistry
+from grid_tasks.security.refusals import refuse
 from grid_tasks.states import JobState, MauiJobState
 
 NOW = time.time()
@@ -102,9 +103,17 @@ def server(grid_settings):
 
 def test_scrape_reflects_real_state(grid_settings, sessions, celery_app_factory, server):
     _jobs(sessions)
-    _queues(celery_app_factory(grid_settings))
+    app = celery_app_factory(grid_settings)
+    _queues(app)
     registry, client = _redis_state(grid_settings)
+    for reason in ("signer role user may not run it (needs scheduler)",
+                   "Refusing to deserialize untrusted content of type json", "signer role node"):
+        refuse(app, queue="node.rmA.node1", signer="/CN=x", reason=reason)
     values = _scrape(server.url)
+    refused = "grid_tasks_messages_refused_total"
+    assert _value(values, refused, reason="role") == 2
+    assert _value(values, refused, reason="unsigned") == 1
+    assert _value(values, refused, reason="bad_signature") == 0
 
     for source in ("broker", "database", "registry", "redis"):
         assert _value(values, "grid_tasks_scrape_source_up", source=source) == 1
