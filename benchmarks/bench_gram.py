@@ -14,6 +14,16 @@ printed too: their ratio is the throughput ratio the design allows when CPU is w
 limits, whatever else the machine runs.
 
     .venv/bin/python benchmarks/bench_gram.py [--jobs 1000] [--latency-jobs 40] [--rounds 3]
+
+``--signing`` (issue 20) measures what message signing costs instead: the same
+workload (submit->ACTIVE latency one job at a time, then ``--jobs`` jobs from
+``--clients`` threads) runs signed and unsigned, in alternating rounds, each round on
+its own fresh embedded stack in its own process (``--round signed|unsigned``): kombu's
+serializer registry is process-wide, so a client that signed with one stack's user key
+never sends the unsigned round's messages.  Targets: signed throughput >= 80% of
+unsigned, signed submit->ACTIVE p50 within 1.25x of unsigned.
+
+    .venv/bin/python benchmarks/bench_gram.py --signing --jobs 300 --latency-jobs 40 --rounds 2
 """
 
 from __future__ import annotations
@@ -21,6 +31,8 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -153,18 +165,44 @@ def throughput(grid, listener: Listener, n: int, progress, clients: int) -> floa
     return n / (time.perf_counter() - t0)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0],
+        epilog="--signing: signed against unsigned, each round on a fresh stack (issue 20)")
     parser.add_argument("--jobs", type=int, default=1000)
     parser.add_argument("--latency-jobs", type=int, default=40)
     parser.add_argument("--clients", type=int, default=4,
                         help="submitting threads in (c) (default 4)")
     parser.add_argument("--rounds", type=int, default=3,
-                        help="alternating rounds of bare and job throughput (default 3)")
+                        help="alternating rounds of bare and job throughput, or with "
+                             "--signing of signed and unsigned stacks (default 3)")
     parser.add_argument("--logs", type=Path,
                         help="keep the grid's logs (INFO: one line per iteration) here")
-    args = parser.parse_args()
+    parser.add_argument("--signing", action="store_true",
+                        help="compare signed with unsigned messages (same workload, "
+                             "alternating rounds, a fresh stack each) against the targets")
+    parser.add_argument("--json", action="store_true",
+                        help="with --signing: print the figures as one JSON object")
+    parser.add_argument("--round", choices=["signed", "unsigned"],
+                        help="run one round of one mode on a fresh stack and print its "
+                             "figures as JSON (what --signing runs in each subprocess)")
+    return parser.parse_args()
 
+
+def main() -> None:
+    args = parse_args()
+    if args.round:
+        print(json.dumps(one_round(args.round == "signed", args)))
+    elif args.signing:
+        from bench_gram_signing import compare_signing
+
+        compare_signing(args)
+    else:
+        classic(args)
+
+
+def classic(args: argparse.Namespace) -> None:
+    """(a), (b) and (c) on one stack (signed unless GRID_TASKS_SIGNING=0 says otherwise)."""
     from rich.progress import Progress
 
     from grid_tasks.celery_app import create_app
@@ -193,11 +231,21 @@ def main() -> None:
             grid.close()
             app.close()
         finally:
-            stack.stop()
-            if args.logs:
-                import shutil
+            stop_stack(stack, args.logs)
+    report_classic(args, trip, active, done, rounds)
 
-                shutil.copytree(stack.state_dir / "logs", args.logs, dirs_exist_ok=True)
+
+def stop_stack(stack, logs: Path | None) -> None:
+    """Stop the stack; copy its logs to ``logs`` first if asked."""
+    stack.stop()
+    if logs:
+        import shutil
+
+        shutil.copytree(stack.state_dir / "logs", logs, dirs_exist_ok=True)
+
+
+def report_classic(args: argparse.Namespace, trip: float, active: list[float],
+                   done: list[float], rounds: list[tuple[float, float, float, float]]) -> None:
     p50a, p95a = percentile(active, 0.5), percentile(active, 0.95)
     p50d, p95d = percentile(done, 0.5), percentile(done, 0.95)
     bare_rate, bare_cpu, rate, job_cpu = (statistics.median(r[i] for r in rounds)
@@ -216,6 +264,36 @@ def main() -> None:
     print(f"    CPU of all processes: {bare_cpu * 1e3:.1f} ms per bare task, "
           f"{job_cpu * 1e3:.1f} ms per job ({100 * bare_cpu / job_cpu:.0f}%: the throughput "
           "ratio when CPU is the limit)")
+
+
+def one_round(signing: bool, args: argparse.Namespace) -> dict:
+    """One mode's figures on its own fresh stack (``--round``): bare round trip,
+    submit->ACTIVE latencies, throughput and CPU per job; what the client signed with."""
+    from grid_tasks.celery_app import create_app
+    from grid_tasks.client import Grid
+    from grid_tasks.embedded.stack import EmbeddedStack, StackOptions
+    from grid_tasks.security.refusals import counts
+
+    with tempfile.TemporaryDirectory() as tmp:
+        stack = EmbeddedStack(StackOptions(state_dir=Path(tmp) / "grid", signing=signing,
+                                           loglevel="INFO" if args.logs else "WARNING"))
+        settings = stack.start()
+        try:
+            app, grid = create_app(settings), Grid(settings)
+            listener = Listener(grid.redis)
+            listener.start()
+            out = {"signing": signing, "serializer": grid.app.conf.task_serializer,
+                   "trip": round_trip(app)}
+            out["active"], out["done"] = latency(grid, listener, args.latency_jobs)
+            with CpuMeter(stack) as meter:
+                out["rate"] = throughput(grid, listener, args.jobs, lambda: None, args.clients)
+            out["cpu_per_job"] = meter.spent / args.jobs
+            out["refused"] = counts(grid.redis)
+            grid.close()
+            app.close()
+        finally:
+            stop_stack(stack, args.logs)
+    return out
 
 
 if __name__ == "__main__":

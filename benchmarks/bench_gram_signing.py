@@ -1,0 +1,124 @@
+"""``bench_gram.py --signing``: what message signing costs GRAM (issue 20, "Proof").
+
+Signed and unsigned rounds alternate (unsigned-signed, then signed-unsigned, ...), so
+a machine that is busier for a while weighs on both alike.  Each round is one
+``bench_gram.py --round MODE`` subprocess with its own fresh embedded stack: kombu's
+serializer registry is process-wide, so no client process ever holds both a signing
+key and unsigned apps, and no round inherits another's warm workers.
+
+Throughput is compared by the median of the rounds; submit->ACTIVE by the p50 and p95
+of all rounds' samples pooled.  Targets (the issue's): signed throughput >= 80% of
+unsigned; signed submit->ACTIVE p50 <= 1.25x unsigned.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from bench_gram import percentile
+
+MODES = ("unsigned", "signed")
+#: The issue's targets: signed throughput / unsigned at least this ...
+THROUGHPUT_TARGET = 0.80
+#: ... and signed submit->ACTIVE p50 / unsigned at most this.
+LATENCY_TARGET = 1.25
+
+
+def run_round(mode: str, index: int, args: argparse.Namespace) -> dict[str, Any]:
+    """One round of ``mode`` in a subprocess of its own; its figures (JSON, last line)."""
+    argv = [sys.executable, str(Path(__file__).with_name("bench_gram.py")), "--round", mode,
+            "--jobs", str(args.jobs), "--latency-jobs", str(args.latency_jobs),
+            "--clients", str(args.clients)]
+    if args.logs:
+        argv += ["--logs", str(args.logs / f"{index}-{mode}")]
+    done = subprocess.run(argv, stdout=subprocess.PIPE, text=True)
+    if done.returncode != 0:
+        raise SystemExit(f"round {index} ({mode}) failed with exit code {done.returncode}")
+    figures = json.loads(done.stdout.strip().splitlines()[-1])
+    expected = "auth" if mode == "signed" else "json"
+    if figures["serializer"] != expected:  # the comparison would be meaningless
+        raise SystemExit(f"round {index} ({mode}): the client sent {figures['serializer']!r} "
+                         f"messages, not {expected!r}")
+    return figures
+
+
+def summarize(rounds: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
+    """Per mode: median throughput, pooled latency percentiles; ratios; verdicts."""
+    out: dict[str, Any] = {}
+    for mode, runs in rounds.items():
+        active = [a for r in runs for a in r["active"]]
+        out[mode] = {
+            "rate": statistics.median(r["rate"] for r in runs),
+            "rates": [r["rate"] for r in runs],
+            "active_p50": percentile(active, 0.5), "active_p95": percentile(active, 0.95),
+            "active_p50s": [percentile(r["active"], 0.5) for r in runs],
+            "trip": statistics.median(r["trip"] for r in runs),
+            "cpu_per_job": statistics.median(r["cpu_per_job"] for r in runs),
+            "refused": sum(sum(r["refused"].values()) for r in runs),
+        }
+    signed, unsigned = out["signed"], out["unsigned"]
+    out["ratios"] = {key: signed[key] / unsigned[key]
+                     for key in ("rate", "active_p50", "active_p95", "trip", "cpu_per_job")}
+    out["verdict"] = {
+        "throughput": out["ratios"]["rate"] >= THROUGHPUT_TARGET,
+        "latency": out["ratios"]["active_p50"] <= LATENCY_TARGET,
+    }
+    return out
+
+
+def report(summary: dict[str, Any], args: argparse.Namespace) -> None:
+    """The figures as a table, ratios and the verdict against the issue's targets."""
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"GRAM signed vs unsigned: {args.jobs} jobs from {args.clients} "
+                        f"clients, {args.latency_jobs} latency jobs, {args.rounds} rounds each")
+    for col in ("", "jobs/s (median)", "rounds", "ACTIVE p50 ms", "p95 ms",
+                "round p50s ms", "bare trip ms", "CPU ms/job"):
+        table.add_column(col, justify="left" if not col else "right")
+    for mode in ("unsigned", "signed", "ratios"):
+        m = summary[mode]
+        if mode == "ratios":
+            table.add_row("signed/unsigned", f"{m['rate']:.2f}", "", f"{m['active_p50']:.2f}",
+                          f"{m['active_p95']:.2f}", "", f"{m['trip']:.2f}",
+                          f"{m['cpu_per_job']:.2f}")
+            continue
+        table.add_row(mode, f"{m['rate']:.1f}", ", ".join(f"{r:.1f}" for r in m["rates"]),
+                      f"{m['active_p50'] * 1e3:.1f}", f"{m['active_p95'] * 1e3:.1f}",
+                      ", ".join(f"{p * 1e3:.1f}" for p in m["active_p50s"]),
+                      f"{m['trip'] * 1e3:.2f}", f"{m['cpu_per_job'] * 1e3:.1f}")
+    console = Console()
+    if not console.is_terminal:  # a log file: the whole table, not 80 columns
+        console = Console(width=130)
+    console.print(table)
+    ratios, verdict = summary["ratios"], summary["verdict"]
+    console.print(f"throughput: signed {100 * ratios['rate']:.0f}% of unsigned "
+                  f"(target >= {100 * THROUGHPUT_TARGET:.0f}%): "
+                  f"{'MET' if verdict['throughput'] else 'MISSED'}")
+    console.print(f"submit->ACTIVE p50: signed {ratios['active_p50']:.2f}x unsigned "
+                  f"(target <= {LATENCY_TARGET:.2f}x): "
+                  f"{'MET' if verdict['latency'] else 'MISSED'}")
+    console.print(f"messages refused in the signed rounds: {summary['signed']['refused']}")
+
+
+def compare_signing(args: argparse.Namespace) -> None:
+    """Alternate signed and unsigned rounds, each on a fresh stack; print the verdict."""
+    rounds: dict[str, list[dict[str, Any]]] = {mode: [] for mode in MODES}
+    for index in range(args.rounds):
+        for mode in MODES if index % 2 == 0 else MODES[::-1]:
+            figures = run_round(mode, index, args)
+            rounds[mode].append(figures)
+            print(f"round {index + 1} {mode:>8}: {figures['rate']:.1f} jobs/s, "
+                  f"submit->ACTIVE p50 {percentile(figures['active'], 0.5) * 1e3:.1f} ms",
+                  file=sys.stderr, flush=True)
+    summary = summarize(rounds)
+    if args.json:
+        print(json.dumps(summary, indent=2))
+    else:
+        report(summary, args)
