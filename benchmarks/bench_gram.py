@@ -80,33 +80,44 @@ class Listener(threading.Thread):
 
 class CpuMeter:
     """CPU seconds (user + system) spent by the stack's processes and this one, with the
-    children they reaped (the jobs' own processes)."""
+    children they reaped (the jobs' own processes); ``by_group`` splits them by role
+    (client, gatekeeper, scheduler, node, beat, redis): where a cost lands."""
 
     def __init__(self, stack) -> None:
         import psutil
 
-        self.procs = [psutil.Process(p) for p in stack.pids()] + [psutil.Process()]
-        self.start = 0.0
+        groups: dict[str, list] = {"client": [psutil.Process()]}
+        for child in stack.supervisor.children:
+            root = psutil.Process(child.pid)
+            groups.setdefault(child.name.split("-")[0], []).extend(
+                [root, *root.children(recursive=True)])
+        if stack.redis.pid:
+            groups["redis"] = [psutil.Process(stack.redis.pid)]
+        self.groups = groups
+        self.start: dict[str, float] = {}
 
-    def total(self) -> float:
+    def totals(self) -> dict[str, float]:
         import psutil
 
-        spent = 0.0
-        for proc in self.procs:
-            try:
-                times = proc.cpu_times()
-                spent += times.user + times.system + times.children_user \
+        spent = dict.fromkeys(self.groups, 0.0)
+        for group, procs in self.groups.items():
+            for proc in procs:
+                try:
+                    times = proc.cpu_times()
+                except psutil.Error:
+                    continue
+                spent[group] += times.user + times.system + times.children_user \
                     + times.children_system
-            except psutil.Error:
-                continue
         return spent
 
     def __enter__(self) -> "CpuMeter":
-        self.start = self.total()
+        self.start = self.totals()
         return self
 
     def __exit__(self, *_) -> None:
-        self.spent = self.total() - self.start
+        end = self.totals()
+        self.by_group = {g: end[g] - self.start[g] for g in end}
+        self.spent = sum(self.by_group.values())
 
 
 def round_trip(app) -> float:
@@ -288,6 +299,7 @@ def one_round(signing: bool, args: argparse.Namespace) -> dict:
             with CpuMeter(stack) as meter:
                 out["rate"] = throughput(grid, listener, args.jobs, lambda: None, args.clients)
             out["cpu_per_job"] = meter.spent / args.jobs
+            out["cpu_by_group"] = {g: t / args.jobs for g, t in meter.by_group.items()}
             out["refused"] = counts(grid.redis)
             grid.close()
             app.close()

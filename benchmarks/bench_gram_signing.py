@@ -41,11 +41,17 @@ def run_round(mode: str, index: int, args: argparse.Namespace) -> dict[str, Any]
     if done.returncode != 0:
         raise SystemExit(f"round {index} ({mode}) failed with exit code {done.returncode}")
     figures = json.loads(done.stdout.strip().splitlines()[-1])
+    check_mode(figures, mode, index)
+    return figures
+
+
+def check_mode(figures: dict[str, Any], mode: str, index: int) -> None:
+    """SystemExit unless the round's client sent messages of its mode (``auth`` when
+    signed, ``json`` when not): a comparison of two unsigned rounds would pass unseen."""
     expected = "auth" if mode == "signed" else "json"
-    if figures["serializer"] != expected:  # the comparison would be meaningless
+    if figures["serializer"] != expected:
         raise SystemExit(f"round {index} ({mode}): the client sent {figures['serializer']!r} "
                          f"messages, not {expected!r}")
-    return figures
 
 
 def summarize(rounds: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
@@ -60,6 +66,8 @@ def summarize(rounds: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
             "active_p50s": [percentile(r["active"], 0.5) for r in runs],
             "trip": statistics.median(r["trip"] for r in runs),
             "cpu_per_job": statistics.median(r["cpu_per_job"] for r in runs),
+            "cpu_by_group": {g: statistics.median(r["cpu_by_group"].get(g, 0.0) for r in runs)
+                             for g in runs[0].get("cpu_by_group", {})},
             "refused": sum(sum(r["refused"].values()) for r in runs),
         }
     signed, unsigned = out["signed"], out["unsigned"]
@@ -105,6 +113,24 @@ def report(summary: dict[str, Any], args: argparse.Namespace) -> None:
                   f"(target <= {LATENCY_TARGET:.2f}x): "
                   f"{'MET' if verdict['latency'] else 'MISSED'}")
     console.print(f"messages refused in the signed rounds: {summary['signed']['refused']}")
+    console.print(cpu_table(summary))
+    console.print(f"CPU per job signed/unsigned {ratios['cpu_per_job']:.2f}: when CPU is the "
+                  f"limit, signed throughput would be {100 / ratios['cpu_per_job']:.0f}% of "
+                  "unsigned, whatever else the machine runs")
+
+
+def cpu_table(summary: dict[str, Any]) -> Any:
+    """CPU ms per job of each process group, unsigned and signed: where signing costs."""
+    from rich.table import Table
+
+    table = Table(title="CPU per job by process group (median of rounds)")
+    for col in ("group", "unsigned ms", "signed ms", "signed - unsigned ms"):
+        table.add_column(col, justify="left" if col == "group" else "right")
+    unsigned, signed = summary["unsigned"]["cpu_by_group"], summary["signed"]["cpu_by_group"]
+    for group in sorted(set(unsigned) | set(signed)):
+        u, s = unsigned.get(group, 0.0), signed.get(group, 0.0)
+        table.add_row(group, f"{u * 1e3:.2f}", f"{s * 1e3:.2f}", f"{(s - u) * 1e3:+.2f}")
+    return table
 
 
 def compare_signing(args: argparse.Namespace) -> None:
