@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -301,6 +302,7 @@ def one_round(signing: bool, args: argparse.Namespace) -> dict:
             out["cpu_per_job"] = meter.spent / args.jobs
             out["cpu_by_group"] = {g: t / args.jobs for g, t in meter.by_group.items()}
             out["refused"] = counts(grid.redis)
+            out["load"] = os.getloadavg()[0]  # the machine's other work, for the reader
             grid.close()
             app.close()
         finally:

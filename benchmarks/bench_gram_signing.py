@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -77,12 +78,42 @@ def summarize(rounds: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
         "throughput": out["ratios"]["rate"] >= THROUGHPUT_TARGET,
         "latency": out["ratios"]["active_p50"] <= LATENCY_TARGET,
     }
+    out["noise"] = noise(out)
+    out["load"] = [r.get("load", 0.0) for runs in rounds.values() for r in runs]
     return out
 
 
+def noise(summary: dict[str, Any]) -> dict[str, float]:
+    """The widest spread (max / min) between rounds of one mode, of throughput and of
+    submit->ACTIVE p50: when it is past a target's margin, other load on the machine
+    moved the figures more than signing may, and the verdict says little."""
+    def spread(values: list[float]) -> float:
+        return max(values) / min(values) if min(values) > 0 else float("inf")
+
+    modes = [summary[m] for m in MODES]
+    return {"rate": max(spread(m["rates"]) for m in modes),
+            "active_p50": max(spread(m["active_p50s"]) for m in modes)}
+
+
 def report(summary: dict[str, Any], args: argparse.Namespace) -> None:
-    """The figures as a table, ratios and the verdict against the issue's targets."""
+    """The figures as tables, the ratios and the verdict against the issue's targets."""
     from rich.console import Console
+
+    console = Console()
+    if not console.is_terminal:  # a log file: the whole table, not 80 columns
+        console = Console(width=130)
+    console.print(figures_table(summary, args))
+    for line in verdict_lines(summary):
+        console.print(line)
+    console.print(cpu_table(summary))
+    ratio = summary["ratios"]["cpu_per_job"]
+    console.print(f"CPU per job signed/unsigned {ratio:.2f}: when CPU is the limit, signed "
+                  f"throughput would be {100 / ratio:.0f}% of unsigned, whatever else the "
+                  "machine runs")
+
+
+def figures_table(summary: dict[str, Any], args: argparse.Namespace) -> Any:
+    """One row per mode (medians, pooled percentiles, each round's figure) and the ratios."""
     from rich.table import Table
 
     table = Table(title=f"GRAM signed vs unsigned: {args.jobs} jobs from {args.clients} "
@@ -90,33 +121,34 @@ def report(summary: dict[str, Any], args: argparse.Namespace) -> None:
     for col in ("", "jobs/s (median)", "rounds", "ACTIVE p50 ms", "p95 ms",
                 "round p50s ms", "bare trip ms", "CPU ms/job"):
         table.add_column(col, justify="left" if not col else "right")
-    for mode in ("unsigned", "signed", "ratios"):
+    for mode in MODES:
         m = summary[mode]
-        if mode == "ratios":
-            table.add_row("signed/unsigned", f"{m['rate']:.2f}", "", f"{m['active_p50']:.2f}",
-                          f"{m['active_p95']:.2f}", "", f"{m['trip']:.2f}",
-                          f"{m['cpu_per_job']:.2f}")
-            continue
         table.add_row(mode, f"{m['rate']:.1f}", ", ".join(f"{r:.1f}" for r in m["rates"]),
                       f"{m['active_p50'] * 1e3:.1f}", f"{m['active_p95'] * 1e3:.1f}",
                       ", ".join(f"{p * 1e3:.1f}" for p in m["active_p50s"]),
                       f"{m['trip'] * 1e3:.2f}", f"{m['cpu_per_job'] * 1e3:.1f}")
-    console = Console()
-    if not console.is_terminal:  # a log file: the whole table, not 80 columns
-        console = Console(width=130)
-    console.print(table)
+    r = summary["ratios"]
+    table.add_row("signed/unsigned", f"{r['rate']:.2f}", "", f"{r['active_p50']:.2f}",
+                  f"{r['active_p95']:.2f}", "", f"{r['trip']:.2f}", f"{r['cpu_per_job']:.2f}")
+    return table
+
+
+def verdict_lines(summary: dict[str, Any]) -> list[str]:
+    """MET/MISSED per target, refusals, and a NOISY warning when rounds disagree."""
     ratios, verdict = summary["ratios"], summary["verdict"]
-    console.print(f"throughput: signed {100 * ratios['rate']:.0f}% of unsigned "
-                  f"(target >= {100 * THROUGHPUT_TARGET:.0f}%): "
-                  f"{'MET' if verdict['throughput'] else 'MISSED'}")
-    console.print(f"submit->ACTIVE p50: signed {ratios['active_p50']:.2f}x unsigned "
-                  f"(target <= {LATENCY_TARGET:.2f}x): "
-                  f"{'MET' if verdict['latency'] else 'MISSED'}")
-    console.print(f"messages refused in the signed rounds: {summary['signed']['refused']}")
-    console.print(cpu_table(summary))
-    console.print(f"CPU per job signed/unsigned {ratios['cpu_per_job']:.2f}: when CPU is the "
-                  f"limit, signed throughput would be {100 / ratios['cpu_per_job']:.0f}% of "
-                  "unsigned, whatever else the machine runs")
+    lines = [f"throughput: signed {100 * ratios['rate']:.0f}% of unsigned (target >= "
+             f"{100 * THROUGHPUT_TARGET:.0f}%): {'MET' if verdict['throughput'] else 'MISSED'}",
+             f"submit->ACTIVE p50: signed {ratios['active_p50']:.2f}x unsigned (target <= "
+             f"{LATENCY_TARGET:.2f}x): {'MET' if verdict['latency'] else 'MISSED'}",
+             f"messages refused in the signed rounds: {summary['signed']['refused']}"]
+    spread, load = summary["noise"], summary["load"]
+    if spread["rate"] > 1 / THROUGHPUT_TARGET or spread["active_p50"] > LATENCY_TARGET:
+        lines.append(f"NOISY: rounds of one mode differ up to {spread['rate']:.2f}x in "
+                     f"throughput and {spread['active_p50']:.2f}x in p50, more than the "
+                     f"targets' margins (load average {min(load):.1f}-{max(load):.1f} on "
+                     f"{os.cpu_count()} CPUs): rerun on a quieter machine or with more "
+                     "rounds; the CPU figures below hold whatever the load")
+    return lines
 
 
 def cpu_table(summary: dict[str, Any]) -> Any:
@@ -141,8 +173,8 @@ def compare_signing(args: argparse.Namespace) -> None:
             figures = run_round(mode, index, args)
             rounds[mode].append(figures)
             print(f"round {index + 1} {mode:>8}: {figures['rate']:.1f} jobs/s, "
-                  f"submit->ACTIVE p50 {percentile(figures['active'], 0.5) * 1e3:.1f} ms",
-                  file=sys.stderr, flush=True)
+                  f"submit->ACTIVE p50 {percentile(figures['active'], 0.5) * 1e3:.1f} ms, "
+                  f"load average {figures['load']:.1f}", file=sys.stderr, flush=True)
     summary = summarize(rounds)
     if args.json:
         print(json.dumps(summary, indent=2))

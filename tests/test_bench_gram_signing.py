@@ -12,13 +12,13 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 
-from bench_gram_signing import check_mode, summarize  # noqa: E402
+from bench_gram_signing import check_mode, summarize, verdict_lines  # noqa: E402
 
 
 def _round(rate: float, active_ms: float, serializer: str = "json") -> dict:
     return {"rate": rate, "active": [active_ms / 1e3] * 5, "trip": 0.01,
             "cpu_per_job": 0.02, "refused": {}, "serializer": serializer,
-            "cpu_by_group": {"client": 0.002, "node": 0.01}}
+            "cpu_by_group": {"client": 0.002, "node": 0.01}, "load": 1.0}
 
 
 def _verdict(signed_rate: float, signed_ms: float) -> dict:
@@ -56,3 +56,21 @@ def test_a_round_in_the_wrong_mode_is_refused(mode: str, serializer: str) -> Non
     with pytest.raises(SystemExit, match="not"):
         check_mode({"serializer": serializer}, mode, 0)
     check_mode({"serializer": "auth" if mode == "signed" else "json"}, mode, 0)
+
+
+def test_rounds_that_disagree_are_flagged_as_noise() -> None:
+    quiet = _verdict(signed_rate=90, signed_ms=44)["noise"]
+    assert quiet == {"rate": 1.0, "active_p50": 1.0}
+    rounds = {"unsigned": [_round(50, 40), _round(100, 80)],
+              "signed": [_round(60, 50, "auth"), _round(66, 55, "auth")]}
+    assert summarize(rounds)["noise"] == {"rate": 2.0, "active_p50": 2.0}
+
+
+def test_verdict_lines_say_missed_and_noisy() -> None:
+    rounds = {"unsigned": [_round(50, 40), _round(100, 80)],
+              "signed": [_round(40, 90, "auth"), _round(44, 95, "auth")]}
+    text = "\n".join(verdict_lines(summarize(rounds)))
+    assert "target >= 80%): MISSED" in text and "target <= 1.25x): MISSED" in text
+    assert text.count("NOISY") == 1
+    quiet = "\n".join(verdict_lines(_verdict(signed_rate=90, signed_ms=44)))
+    assert quiet.count("MET") == 2 and "NOISY" not in quiet
