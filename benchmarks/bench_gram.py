@@ -181,8 +181,11 @@ def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         description=__doc__.splitlines()[0],
         epilog="--signing: signed against unsigned, each round on a fresh stack (issue 20)")
-    parser.add_argument("--jobs", type=int, default=1000)
-    parser.add_argument("--latency-jobs", type=int, default=40)
+    parser.add_argument("--jobs", type=int, default=1000,
+                        help="bare tasks and /bin/true jobs per throughput round "
+                             "(default 1000)")
+    parser.add_argument("--latency-jobs", type=int, default=40,
+                        help="jobs submitted one at a time for submit->ACTIVE (default 40)")
     parser.add_argument("--clients", type=int, default=4,
                         help="submitting threads in (c) (default 4)")
     parser.add_argument("--rounds", type=int, default=3,
