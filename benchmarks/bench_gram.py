@@ -31,12 +31,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
-import subprocess
-import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 
@@ -216,47 +217,48 @@ def main() -> None:
         classic(args)
 
 
-def classic(args: argparse.Namespace) -> None:
-    """(a), (b) and (c) on one stack (signed unless GRID_TASKS_SIGNING=0 says otherwise)."""
-    from rich.progress import Progress
-
+@contextmanager
+def running_grid(args: argparse.Namespace, signing: bool) -> Iterator[tuple]:
+    """A fresh embedded stack (signed or not) and its user's client: (stack, app, grid,
+    listener); stopped after, its logs kept in ``--logs`` if asked."""
     from grid_tasks.celery_app import create_app
     from grid_tasks.client import Grid
     from grid_tasks.embedded.stack import EmbeddedStack, StackOptions
 
     with tempfile.TemporaryDirectory() as tmp:
-        stack = EmbeddedStack(StackOptions(state_dir=Path(tmp) / "grid",
+        stack = EmbeddedStack(StackOptions(state_dir=Path(tmp) / "grid", signing=signing,
                                            loglevel="INFO" if args.logs else "WARNING"))
-        settings = stack.start()
+        settings = stack.start()  # the user's settings: its key when signed
         try:
             app, grid = create_app(settings), Grid(settings)
             listener = Listener(grid.redis)
             listener.start()
-            trip = round_trip(app)
-            active, done = latency(grid, listener, args.latency_jobs)
-            rounds = []  # (bare rate, bare CPU per task, job rate, job CPU per job)
-            with Progress() as bar:
-                task = bar.add_task("bare tasks and jobs", total=args.rounds * args.jobs)
-                for _ in range(args.rounds):
-                    bare_rate, bare_cpu = bare(app, args.jobs, CpuMeter(stack))
-                    with CpuMeter(stack) as meter:
-                        rate = throughput(grid, listener, args.jobs,
-                                          lambda: bar.advance(task), args.clients)
-                    rounds.append((bare_rate, bare_cpu, rate, meter.spent / args.jobs))
+            yield stack, app, grid, listener
             grid.close()
             app.close()
         finally:
-            stop_stack(stack, args.logs)
+            stack.stop()
+            if args.logs:
+                shutil.copytree(stack.state_dir / "logs", args.logs, dirs_exist_ok=True)
+
+
+def classic(args: argparse.Namespace) -> None:
+    """(a), (b) and (c) on one signed stack (the embedded stack's default)."""
+    from rich.progress import Progress
+
+    with running_grid(args, signing=True) as (stack, app, grid, listener):
+        trip = round_trip(app)
+        active, done = latency(grid, listener, args.latency_jobs)
+        rounds = []  # (bare rate, bare CPU per task, job rate, job CPU per job)
+        with Progress() as bar:
+            task = bar.add_task("bare tasks and jobs", total=args.rounds * args.jobs)
+            for _ in range(args.rounds):
+                bare_rate, bare_cpu = bare(app, args.jobs, CpuMeter(stack))
+                with CpuMeter(stack) as meter:
+                    rate = throughput(grid, listener, args.jobs,
+                                      lambda: bar.advance(task), args.clients)
+                rounds.append((bare_rate, bare_cpu, rate, meter.spent / args.jobs))
     report_classic(args, trip, active, done, rounds)
-
-
-def stop_stack(stack, logs: Path | None) -> None:
-    """Stop the stack; copy its logs to ``logs`` first if asked."""
-    stack.stop()
-    if logs:
-        import shutil
-
-        shutil.copytree(stack.state_dir / "logs", logs, dirs_exist_ok=True)
 
 
 def report_classic(args: argparse.Namespace, trip: float, active: list[float],
@@ -284,32 +286,18 @@ def report_classic(args: argparse.Namespace, trip: float, active: list[float],
 def one_round(signing: bool, args: argparse.Namespace) -> dict:
     """One mode's figures on its own fresh stack (``--round``): bare round trip,
     submit->ACTIVE latencies, throughput and CPU per job; what the client signed with."""
-    from grid_tasks.celery_app import create_app
-    from grid_tasks.client import Grid
-    from grid_tasks.embedded.stack import EmbeddedStack, StackOptions
     from grid_tasks.security.refusals import counts
 
-    with tempfile.TemporaryDirectory() as tmp:
-        stack = EmbeddedStack(StackOptions(state_dir=Path(tmp) / "grid", signing=signing,
-                                           loglevel="INFO" if args.logs else "WARNING"))
-        settings = stack.start()
-        try:
-            app, grid = create_app(settings), Grid(settings)
-            listener = Listener(grid.redis)
-            listener.start()
-            out = {"signing": signing, "serializer": grid.app.conf.task_serializer,
-                   "trip": round_trip(app)}
-            out["active"], out["done"] = latency(grid, listener, args.latency_jobs)
-            with CpuMeter(stack) as meter:
-                out["rate"] = throughput(grid, listener, args.jobs, lambda: None, args.clients)
-            out["cpu_per_job"] = meter.spent / args.jobs
-            out["cpu_by_group"] = {g: t / args.jobs for g, t in meter.by_group.items()}
-            out["refused"] = counts(grid.redis)
-            out["load"] = os.getloadavg()[0]  # the machine's other work, for the reader
-            grid.close()
-            app.close()
-        finally:
-            stop_stack(stack, args.logs)
+    with running_grid(args, signing) as (stack, app, grid, listener):
+        out = {"signing": signing, "serializer": grid.app.conf.task_serializer,
+               "trip": round_trip(app)}
+        out["active"], out["done"] = latency(grid, listener, args.latency_jobs)
+        with CpuMeter(stack) as meter:
+            out["rate"] = throughput(grid, listener, args.jobs, lambda: None, args.clients)
+        out["cpu_per_job"] = meter.spent / args.jobs
+        out["cpu_by_group"] = {g: t / args.jobs for g, t in meter.by_group.items()}
+        out["refused"] = counts(grid.redis)
+        out["load"] = os.getloadavg()[0]  # the machine's other work, for the reader
     return out
 
 
