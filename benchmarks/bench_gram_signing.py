@@ -108,8 +108,7 @@ def report(summary: dict[str, Any], args: argparse.Namespace) -> None:
     console.print(cpu_table(summary))
     ratio = summary["ratios"]["cpu_per_job"]
     console.print(f"CPU per job signed/unsigned {ratio:.2f}: when CPU is the limit, signed "
-                  f"throughput would be {100 / ratio:.0f}% of unsigned, whatever else the "
-                  "machine runs")
+                  f"throughput would be {100 / ratio:.0f}% of unsigned")
 
 
 def figures_table(summary: dict[str, Any], args: argparse.Namespace) -> Any:
@@ -147,7 +146,7 @@ def verdict_lines(summary: dict[str, Any]) -> list[str]:
                      f"throughput and {spread['active_p50']:.2f}x in p50, more than the "
                      f"targets' margins (load average {min(load):.1f}-{max(load):.1f} on "
                      f"{os.cpu_count()} CPUs): rerun on a quieter machine or with more "
-                     "rounds; the CPU figures below hold whatever the load")
+                     "rounds; CPU per job below moves less with the load, though not nothing")
     return lines
 
 
