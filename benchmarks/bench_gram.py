@@ -14,16 +14,30 @@ printed too: their ratio is the throughput ratio the design allows when CPU is w
 limits, whatever else the machine runs.
 
     .venv/bin/python benchmarks/bench_gram.py [--jobs 1000] [--latency-jobs 40] [--rounds 3]
+
+``--signing`` (issue 20) measures what message signing costs instead: the same
+workload (submit->ACTIVE latency one job at a time, then ``--jobs`` jobs from
+``--clients`` threads) runs signed and unsigned, in alternating rounds, each round on
+its own fresh embedded stack in its own process (``--round signed|unsigned``): kombu's
+serializer registry is process-wide, so a client that signed with one stack's user key
+never sends the unsigned round's messages.  Targets: signed throughput >= 80% of
+unsigned, signed submit->ACTIVE p50 within 1.25x of unsigned.
+
+    .venv/bin/python benchmarks/bench_gram.py --signing --jobs 300 --latency-jobs 40 --rounds 2
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import shutil
 import statistics
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 
@@ -68,33 +82,44 @@ class Listener(threading.Thread):
 
 class CpuMeter:
     """CPU seconds (user + system) spent by the stack's processes and this one, with the
-    children they reaped (the jobs' own processes)."""
+    children they reaped (the jobs' own processes); ``by_group`` splits them by role
+    (client, gatekeeper, scheduler, node, beat, redis): where a cost lands."""
 
     def __init__(self, stack) -> None:
         import psutil
 
-        self.procs = [psutil.Process(p) for p in stack.pids()] + [psutil.Process()]
-        self.start = 0.0
+        groups: dict[str, list] = {"client": [psutil.Process()]}
+        for child in stack.supervisor.children:
+            root = psutil.Process(child.pid)
+            groups.setdefault(child.name.split("-")[0], []).extend(
+                [root, *root.children(recursive=True)])
+        if stack.redis.pid:
+            groups["redis"] = [psutil.Process(stack.redis.pid)]
+        self.groups = groups
+        self.start: dict[str, float] = {}
 
-    def total(self) -> float:
+    def totals(self) -> dict[str, float]:
         import psutil
 
-        spent = 0.0
-        for proc in self.procs:
-            try:
-                times = proc.cpu_times()
-                spent += times.user + times.system + times.children_user \
+        spent = dict.fromkeys(self.groups, 0.0)
+        for group, procs in self.groups.items():
+            for proc in procs:
+                try:
+                    times = proc.cpu_times()
+                except psutil.Error:
+                    continue
+                spent[group] += times.user + times.system + times.children_user \
                     + times.children_system
-            except psutil.Error:
-                continue
         return spent
 
     def __enter__(self) -> "CpuMeter":
-        self.start = self.total()
+        self.start = self.totals()
         return self
 
     def __exit__(self, *_) -> None:
-        self.spent = self.total() - self.start
+        end = self.totals()
+        self.by_group = {g: end[g] - self.start[g] for g in end}
+        self.spent = sum(self.by_group.values())
 
 
 def round_trip(app) -> float:
@@ -153,51 +178,91 @@ def throughput(grid, listener: Listener, n: int, progress, clients: int) -> floa
     return n / (time.perf_counter() - t0)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--jobs", type=int, default=1000)
-    parser.add_argument("--latency-jobs", type=int, default=40)
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0],
+        epilog="--signing: signed against unsigned, each round on a fresh stack (issue 20)")
+    parser.add_argument("--jobs", type=int, default=1000,
+                        help="bare tasks and /bin/true jobs per throughput round "
+                             "(default 1000)")
+    parser.add_argument("--latency-jobs", type=int, default=40,
+                        help="jobs submitted one at a time for submit->ACTIVE (default 40)")
     parser.add_argument("--clients", type=int, default=4,
                         help="submitting threads in (c) (default 4)")
     parser.add_argument("--rounds", type=int, default=3,
-                        help="alternating rounds of bare and job throughput (default 3)")
+                        help="alternating rounds of bare and job throughput, or with "
+                             "--signing of signed and unsigned stacks (default 3)")
     parser.add_argument("--logs", type=Path,
                         help="keep the grid's logs (INFO: one line per iteration) here")
-    args = parser.parse_args()
+    parser.add_argument("--signing", action="store_true",
+                        help="compare signed with unsigned messages (same workload, "
+                             "alternating rounds, a fresh stack each) against the targets")
+    parser.add_argument("--json", action="store_true",
+                        help="with --signing: print the figures as one JSON object")
+    parser.add_argument("--round", choices=["signed", "unsigned"],
+                        help="run one round of one mode on a fresh stack and print its "
+                             "figures as JSON (what --signing runs in each subprocess)")
+    return parser.parse_args()
 
-    from rich.progress import Progress
 
+def main() -> None:
+    args = parse_args()
+    if args.round:
+        print(json.dumps(one_round(args.round == "signed", args)))
+    elif args.signing:
+        from bench_gram_signing import compare_signing
+
+        compare_signing(args)
+    else:
+        classic(args)
+
+
+@contextmanager
+def running_grid(args: argparse.Namespace, signing: bool) -> Iterator[tuple]:
+    """A fresh embedded stack (signed or not) and its user's client: (stack, app, grid,
+    listener); stopped after, its logs kept in ``--logs`` if asked."""
     from grid_tasks.celery_app import create_app
     from grid_tasks.client import Grid
     from grid_tasks.embedded.stack import EmbeddedStack, StackOptions
 
     with tempfile.TemporaryDirectory() as tmp:
-        stack = EmbeddedStack(StackOptions(state_dir=Path(tmp) / "grid",
+        stack = EmbeddedStack(StackOptions(state_dir=Path(tmp) / "grid", signing=signing,
                                            loglevel="INFO" if args.logs else "WARNING"))
-        settings = stack.start()
+        settings = stack.start()  # the user's settings: its key when signed
         try:
             app, grid = create_app(settings), Grid(settings)
             listener = Listener(grid.redis)
             listener.start()
-            trip = round_trip(app)
-            active, done = latency(grid, listener, args.latency_jobs)
-            rounds = []  # (bare rate, bare CPU per task, job rate, job CPU per job)
-            with Progress() as bar:
-                task = bar.add_task("bare tasks and jobs", total=args.rounds * args.jobs)
-                for _ in range(args.rounds):
-                    bare_rate, bare_cpu = bare(app, args.jobs, CpuMeter(stack))
-                    with CpuMeter(stack) as meter:
-                        rate = throughput(grid, listener, args.jobs,
-                                          lambda: bar.advance(task), args.clients)
-                    rounds.append((bare_rate, bare_cpu, rate, meter.spent / args.jobs))
+            yield stack, app, grid, listener
             grid.close()
             app.close()
         finally:
             stack.stop()
             if args.logs:
-                import shutil
-
                 shutil.copytree(stack.state_dir / "logs", args.logs, dirs_exist_ok=True)
+
+
+def classic(args: argparse.Namespace) -> None:
+    """(a), (b) and (c) on one signed stack (the embedded stack's default)."""
+    from rich.progress import Progress
+
+    with running_grid(args, signing=True) as (stack, app, grid, listener):
+        trip = round_trip(app)
+        active, done = latency(grid, listener, args.latency_jobs)
+        rounds = []  # (bare rate, bare CPU per task, job rate, job CPU per job)
+        with Progress() as bar:
+            task = bar.add_task("bare tasks and jobs", total=args.rounds * args.jobs)
+            for _ in range(args.rounds):
+                bare_rate, bare_cpu = bare(app, args.jobs, CpuMeter(stack))
+                with CpuMeter(stack) as meter:
+                    rate = throughput(grid, listener, args.jobs,
+                                      lambda: bar.advance(task), args.clients)
+                rounds.append((bare_rate, bare_cpu, rate, meter.spent / args.jobs))
+    report_classic(args, trip, active, done, rounds)
+
+
+def report_classic(args: argparse.Namespace, trip: float, active: list[float],
+                   done: list[float], rounds: list[tuple[float, float, float, float]]) -> None:
     p50a, p95a = percentile(active, 0.5), percentile(active, 0.95)
     p50d, p95d = percentile(done, 0.5), percentile(done, 0.95)
     bare_rate, bare_cpu, rate, job_cpu = (statistics.median(r[i] for r in rounds)
@@ -216,6 +281,24 @@ def main() -> None:
     print(f"    CPU of all processes: {bare_cpu * 1e3:.1f} ms per bare task, "
           f"{job_cpu * 1e3:.1f} ms per job ({100 * bare_cpu / job_cpu:.0f}%: the throughput "
           "ratio when CPU is the limit)")
+
+
+def one_round(signing: bool, args: argparse.Namespace) -> dict:
+    """One mode's figures on its own fresh stack (``--round``): bare round trip,
+    submit->ACTIVE latencies, throughput and CPU per job; what the client signed with."""
+    from grid_tasks.security.refusals import counts
+
+    with running_grid(args, signing) as (stack, app, grid, listener):
+        out = {"signing": signing, "serializer": grid.app.conf.task_serializer,
+               "trip": round_trip(app)}
+        out["active"], out["done"] = latency(grid, listener, args.latency_jobs)
+        with CpuMeter(stack) as meter:
+            out["rate"] = throughput(grid, listener, args.jobs, lambda: None, args.clients)
+        out["cpu_per_job"] = meter.spent / args.jobs
+        out["cpu_by_group"] = {g: t / args.jobs for g, t in meter.by_group.items()}
+        out["refused"] = counts(grid.redis)
+        out["load"] = os.getloadavg()[0]  # the machine's other work, for the reader
+    return out
 
 
 if __name__ == "__main__":

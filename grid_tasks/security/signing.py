@@ -22,6 +22,7 @@ with one key, not both.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from celery import Task
@@ -67,6 +68,13 @@ def signing_config(signing: SigningSettings) -> dict[str, Any]:
     }
 
 
+#: Verified messages a process remembers, by their exact bytes (see :meth:`_verify`).
+VERIFIED_CACHE_SIZE = 256
+
+#: What a verified message holds: its signer and signed body, content type, encoding.
+Verified = tuple[Signer, bytes, str, str]
+
+
 class SignedSerializer(SecureSerializer):  # type: ignore[misc]
     """Celery's ``auth`` serializer, verifying against a :class:`TrustStore` and
     recording the verified signer in the message's embed."""
@@ -74,18 +82,12 @@ class SignedSerializer(SecureSerializer):  # type: ignore[misc]
     def __init__(self, key: PrivateKey, cert: Certificate, trust: TrustStore) -> None:
         super().__init__(key, cert, None, digest="sha256", serializer="json")
         self.trust = trust
+        self._verify_once = functools.lru_cache(maxsize=VERIFIED_CACHE_SIZE)(self._verify)
 
     def deserialize(self, data: Any) -> Any:
-        with reraise_errors("Unable to deserialize: {0!r}", (Exception,)):
-            payload = self._unpack(data)
-            cert_id = bytes_to_str(payload["signer"])
-            signer = self.trust.signer(cert_id)
-            if signer is None:
-                raise SecurityError(f"unknown signer {cert_id!r}")
-            self.trust.certificate(cert_id).verify(payload["body"], payload["signature"],
-                                                   self._digest)
-        body = loads(payload["body"], payload["content_type"], payload["content_encoding"],
-                     force=True)
+        verify = self._verify_once if isinstance(data, (bytes, str)) else self._verify
+        signer, signed, content_type, content_encoding = verify(data)
+        body = loads(signed, content_type, content_encoding, force=True)
         if isinstance(body, dict) and "method" in body and not signer.roles & CONTROL_ROLES:
             reason = (f"signer role {_names(signer.roles)} may not send remote-control "
                       f"commands ({body.get('method')!r}; needs {_names(CONTROL_ROLES)})")
@@ -95,6 +97,25 @@ class SignedSerializer(SecureSerializer):  # type: ignore[misc]
 
     def on_refused(self, subject: str, reason: str) -> None:
         """Hook for a refusal made while decoding (set by :func:`setup_signing`)."""
+
+    def _verify(self, data: Any) -> Verified:
+        """The signer and signed body of ``data``, after checking its RSA signature.
+
+        A worker decodes each task message twice in one process (its consumer, then
+        its pool, with the same bytes), so :meth:`deserialize` remembers the last
+        :data:`VERIFIED_CACHE_SIZE` results by the message's exact bytes (an exact-equality
+        lookup): the same bytes verify the same way against this process's trust store,
+        which never changes after it is loaded.  Failures raise and are not remembered;
+        every decode still parses the body afresh, so no two decodes share an object."""
+        with reraise_errors("Unable to deserialize: {0!r}", (Exception,)):
+            payload = self._unpack(data)
+            cert_id = bytes_to_str(payload["signer"])
+            signer = self.trust.signer(cert_id)
+            if signer is None:
+                raise SecurityError(f"unknown signer {cert_id!r}")
+            self.trust.certificate(cert_id).verify(payload["body"], payload["signature"],
+                                                   self._digest)
+        return signer, payload["body"], payload["content_type"], payload["content_encoding"]
 
 
 def with_signer(body: Any, signer: Signer) -> Any:
