@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 import kombu
-import redis
 from celery.security.certificate import Certificate
 from celery.security.key import PrivateKey
 from celery.security.serialization import SecureSerializer
@@ -22,6 +21,7 @@ from celery.security.serialization import SecureSerializer
 from grid_tasks.gram import keys as gram_keys
 from grid_tasks.gram.launch import LaunchRequest
 from grid_tasks.gram.tasks import LAUNCH
+from grid_tasks.security.connections import redis_client
 from grid_tasks.security.keys import KeyPaths
 from grid_tasks.security.signing import TASK_KEY
 
@@ -54,12 +54,12 @@ def task_body(task: str, kwargs: dict[str, Any]) -> list[Any]:
     return [[], kwargs, {TASK_KEY: task}]
 
 
-def launch_body(redis_url: str, job_id: int, marker: Path, *, rm: str = "rmA",
+def launch_body(settings: Any, job_id: int, marker: Path, *, rm: str = "rmA",
                 node: str = "node1", task: str = LAUNCH) -> list[Any]:
     """A launch of ``touch marker`` on ``rm``/``node`` for job ``job_id``, with a valid
     launch token in Redis (so only the message's trust decides whether it runs)."""
     token = f"tok{job_id}"
-    client = redis.Redis.from_url(redis_url)
+    client = redis_client(settings, settings.redis_url)
     try:
         client.set(gram_keys.token_key(job_id), token)
     finally:

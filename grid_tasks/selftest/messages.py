@@ -33,7 +33,7 @@ class _ForgedLaunch(Attack):
     def perform(self, target: "Target") -> tuple[bool, str]:
         marker = target.marker(self.name)
         settings = target.fg.settings
-        body = launch_body(settings.redis_url, target.forged_job_id(), marker,
+        body = launch_body(settings, target.forged_job_id(), marker,
                            rm=RM, node=NODE, task=self.body_task)
         before = target.refusals()
         if self.signer is None:

@@ -10,9 +10,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import redis
 
 from grid_tasks.faults.harness import FaultGrid
+from grid_tasks.security.connections import redis_client
 from grid_tasks.security.keys import KeyPaths
 from grid_tasks.security.refusals import counts
 
@@ -45,7 +45,7 @@ class Target:
 
     def refusals(self) -> dict[str, int]:
         """Refused messages so far, by reason kind (the grid's own count)."""
-        client = redis.Redis.from_url(self.fg.settings.redis_url)
+        client = redis_client(self.fg.settings, self.fg.settings.redis_url)
         try:
             return counts(client)
         finally:

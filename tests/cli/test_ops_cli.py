@@ -17,6 +17,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 from click.testing import CliRunner
 
+from grid_tasks.celery_app import gatekeeper_queue
 from grid_tasks.cli import main
 from grid_tasks.db import Job, get_engine, migrate, repository, session_factory, sync_topology
 from grid_tasks.node.registry import NodeRegistry
@@ -185,8 +186,10 @@ def test_showstats_and_diagnose(ops):
     assert both.exit_code == 1 and "exactly one of -p" in both.stderr
 
 
-def test_canceljob_through_the_grid_api(ops):
-    env, insert, _, _ = ops
+def test_canceljob_through_the_grid_api(ops, celery_app_factory, in_process_worker):
+    env, insert, settings, _ = ops
+    # the cancel is a request to rmA's gatekeeper (here a worker thread on gram.rmA)
+    in_process_worker(celery_app_factory(settings), queues=[gatekeeper_queue("rmA")])
     idle = insert(rm="rmA", state=JobState.PENDING, user="ann")
     done = insert(rm="rmA", state=JobState.DONE, user="ann")
     refused = run(env, "canceljob", str(idle), str(done), ok=False)

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+from grid_tasks import db
 from grid_tasks.embedded.stack import ENV_FILE, EmbeddedStack
 from tests.metrics.test_flower import flower_stack
 
@@ -89,13 +90,19 @@ def test_state_is_private_and_flowers_password_stays_off_command_lines(
     logged = [r.getMessage() for r in caplog.get_records("setup")]  # start(): fixture
     assert any(m.startswith(f"tightened {state} from 755 to 700") for m in logged), logged
     folders = [state, state / "logs", state / "redis"]
-    files = _state_files(state)
-    assert {p: stat.S_IMODE(p.stat().st_mode) for p in folders} == dict.fromkeys(folders, 0o700)
-    assert {p: stat.S_IMODE(p.stat().st_mode) for p in files} == dict.fromkeys(files, 0o600)
-    for path in files:  # the attacker: a real local account, not root
-        seen = _as_user(throwaway_user, "cat", str(path))
-        assert seen.returncode != 0 and b"Permission denied" in seen.stderr, \
-            f"{throwaway_user.pw_name} read {path} ({len(seen.stdout)} bytes)"
+    # SQLite removes the WAL when its last connection closes: hold one open, as any
+    # busy grid does, so the WAL is there to be checked
+    with db.get_engine(stack.settings.database_url).connect() as conn:
+        conn.exec_driver_sql("SELECT count(*) FROM jobs").scalar()
+        files = _state_files(state)
+        assert {p: stat.S_IMODE(p.stat().st_mode) for p in folders} == \
+            dict.fromkeys(folders, 0o700)
+        assert {p: stat.S_IMODE(p.stat().st_mode) for p in files} == \
+            dict.fromkeys(files, 0o600)
+        for path in files:  # the attacker: a real local account, not root
+            seen = _as_user(throwaway_user, "cat", str(path))
+            assert seen.returncode != 0 and b"Permission denied" in seen.stderr, \
+                f"{throwaway_user.pw_name} read {path} ({len(seen.stdout)} bytes)"
 
     user, password = stack.flower_auth.split(":", 1)
     assert stack.flower_password_file == state / "flower.password"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 import time
 
@@ -11,6 +12,8 @@ import redis
 from grid_tasks.embedded.redis_server import RedisServer
 from grid_tasks.embedded.stack import grid_tasks_command
 from grid_tasks.embedded.supervisor import Supervisor, leftover
+from grid_tasks.security.role_keys import ensure_grid_keys
+from grid_tasks.security.roles import Role
 from tests.conftest import DEMO_TOPOLOGY, REPO_ROOT
 from tests.ha import probe
 
@@ -39,6 +42,9 @@ def test_beat_survives_a_redis_restart_and_rebuilds_a_lost_schedule(tmp_path):
                 "GRID_TASKS_TOPOLOGY": str(DEMO_TOPOLOGY),
                 "GRID_TASKS_STATE_DIR": str(tmp_path / "state"),
                 "GRID_TASKS_TEST_PROBE_EVERY": "0.2", "PYTHONPATH": str(REPO_ROOT)})
+    keys = ensure_grid_keys(tmp_path / "state" / "keys", "tester",
+                            now=dt.datetime.now(dt.timezone.utc))
+    env.update(keys.signing(Role.SCHEDULER).to_env())  # a beat signs as a scheduler
     supervisor = Supervisor(tmp_path / "logs")
     child = supervisor.spawn("beat", grid_tasks_command(
         "beat", "--lease", "1.5", "--poll", "0.1", "--include", probe.__name__, "--no-check"),

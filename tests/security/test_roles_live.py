@@ -33,7 +33,7 @@ def _push(settings, task: str, body: bytes | list, signed: bool) -> None:
 
 
 def _launch_body(settings, job_id: int, marker, task: str = LAUNCH) -> list:
-    return launch_body(settings.redis_url, job_id, marker, task=task)
+    return launch_body(settings, job_id, marker, task=task)
 
 
 def test_a_node_runs_only_launches_signed_by_a_scheduler(settings, node_worker, tmp_path):

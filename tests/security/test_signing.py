@@ -172,8 +172,10 @@ def test_grid_node_daemon_with_signing_runs_only_signed_node_checks(
         refused = unsigned_client.send_task(NODE_CHECK, **check_options("rmA", "node1"))
         last = client.send_task(NODE_CHECK, **check_options("rmA", "node1"))
         assert last.get(timeout=30)["served_by"]["node"] == "node1"
-        # The unsigned check was consumed before the last one and never ran.
-        assert unsigned_client.AsyncResult(refused.id).state == "PENDING"
+        # The unsigned check was consumed before the last one and never ran: its sender
+        # was told so (the refusal is its failure), instead of waiting for ever.
+        outcome = unsigned_client.AsyncResult(refused.id)
+        assert outcome.state == "FAILURE" and "untrusted content" in str(outcome.result)
     finally:
         client.close()
     broker = redis.Redis.from_url(settings.broker_url)
