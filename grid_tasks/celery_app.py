@@ -80,8 +80,10 @@ def readable(verb: str, *, job: object = None, rm: str | None = None,
 
 #: Tasks outside ``grid_tasks.gram`` that run at a resource manager's gatekeeper
 #: (routed to ``gram.<rm>`` by their ``rm`` keyword argument).
-GATEKEEPER_TASKS: frozenset[str] = frozenset({"grid_tasks.duroc.tasks.watch_subjob",
-                                              "grid_tasks.duroc.tasks.submit_subjob"})
+GATEKEEPER_TASKS: frozenset[str] = frozenset({
+    "grid_tasks.duroc.tasks.watch_subjob", "grid_tasks.duroc.tasks.submit_subjob",
+    "grid_tasks.reservation_tasks.set_reservation",
+    "grid_tasks.reservation_tasks.release_reservations"})
 
 
 class GridRouter:
@@ -117,7 +119,8 @@ TASK_ROUTES: list[Any] = [
 
 
 #: Task modules not named ``tasks`` (the RM side of the metascheduler protocol).
-EXTRA_TASK_MODULES: tuple[str, ...] = ("grid_tasks.broker.rm_tasks",)
+EXTRA_TASK_MODULES: tuple[str, ...] = ("grid_tasks.broker.rm_tasks",
+                                        "grid_tasks.reservation_tasks")
 
 
 def task_modules() -> list[str]:

@@ -11,10 +11,11 @@ from sqlalchemy.orm import Session
 
 from grid_tasks.cli.jobs import emit, json_option, ops_shell, rm_option
 from grid_tasks.db import repository
+from grid_tasks.gram.door import ask
 from grid_tasks.ops import (
-    OpsError, parse_duration, parse_resources, parse_time, release_reservations,
-    set_reservation, show_reservations,
+    OpsError, parse_duration, parse_time, reservation_rms, show_reservations,
 )
+from grid_tasks.reservation_tasks import RELEASE_RESERVATIONS, SET_RESERVATION
 from grid_tasks.ops.render import reservations_view
 
 
@@ -82,25 +83,24 @@ def setres(rm: str | None, users: tuple[str, ...], groups: tuple[str, ...],
     with ops_shell() as shell:
         now = shell.now()
         begin = parse_time(start, now, option="-s")
-        with shell.session() as session:
+        finish = parse_time(end, now, option="-e") if end else None
+        if duration:
+            seconds = parse_duration(duration, option="-d")
+            finish = None if seconds == float("inf") else begin + timedelta(seconds=seconds)
+        with shell.session() as session:  # reading which RMs exist
             rm = _pick_rm(session, rm)
-            finish = parse_time(end, now, option="-e") if end else None
-            if duration:
-                seconds = parse_duration(duration, option="-d")
-                finish = None if seconds == float("inf") else begin + timedelta(seconds=seconds)
-            nodes = [n.name for n in repository.list_nodes(session, rm)]
-            request = parse_resources(hosts, resources, nodes)
-            row = set_reservation(session, rm, request, start=begin, end=finish, acl=acl,
-                                  now=now, name=name, registry=shell.registry())
-            shown = [r for r in show_reservations(session, now, rm) if r.name == row.name]
-        triggered = shell.trigger(rm)
-    data = {**shown[0].to_dict(now), "iteration_triggered": triggered}
+        # the RM's gatekeeper checks, stores and wakes the RM (operators only)
+        data = ask(shell.grid().app, SET_RESERVATION, rm, {
+            "hosts": hosts, "resources": resources, "start": begin.isoformat(),
+            "end": finish.isoformat() if finish else None, "acl": acl, "name": name},
+            shadow=f"setres on {rm}")
     if as_json:
         click.echo(json.dumps(data, indent=2))
         return
-    click.echo(f"reservation '{row.name}' created on {rm}: {data['procs']} procs on "
-               f"{', '.join(sorted(shown[0].procs_by_node))}"
-               + ("" if triggered else " (scheduler not reachable: no iteration triggered)"))
+    click.echo(f"reservation '{data['name']}' created on {rm}: {data['procs']} procs on "
+               f"{', '.join(sorted(data['procs_by_node']))}"
+               + ("" if data["iteration_triggered"]
+                  else " (scheduler not reachable: no iteration triggered)"))
 
 
 def _setres_grid(rm: str | None, acl_options: tuple[Any, ...], start: str, end: str | None,
@@ -160,13 +160,14 @@ def releaseres(names: tuple[str, ...], rm: str | None, grid: bool, as_json: bool
         click.echo(json.dumps(data, indent=2) if as_json else text)
         return
     with ops_shell() as shell:
-        with shell.session() as session:
-            rows = release_reservations(session, names, rm)
-            released = [(r.name, r.rm) for r in rows]
-        triggered = {r: shell.trigger(r) for r in {str(rm_) for _, rm_ in released}}
+        with shell.session() as session:  # which RM holds each name; all checked first
+            where = reservation_rms(session, names, rm)
+        answers = [ask(shell.grid().app, RELEASE_RESERVATIONS, r, {"names": list(batch)},
+                       shadow=f"releaseres on {r}") for r, batch in where.items()]
+    released = [(n, a["rm"], a["iteration_triggered"]) for a in answers for n in a["released"]]
     if as_json:
-        click.echo(json.dumps([{"name": n, "rm": r, "iteration_triggered": triggered[str(r)]}
-                               for n, r in released], indent=2))
+        click.echo(json.dumps([{"name": n, "rm": r, "iteration_triggered": t}
+                               for n, r, t in released], indent=2))
         return
-    for n, r in released:
+    for n, r, _ in released:
         click.echo(f"reservation '{n}' released on {r}")

@@ -33,7 +33,7 @@ from grid_tasks.errors import GridTasksError
 from grid_tasks.node.registry import NodeRegistry, NodeStatus
 from grid_tasks.private_files import open_private, private_dir
 from grid_tasks.security.config import SigningSettings
-from grid_tasks.security.role_keys import GridKeys, ensure_grid_keys
+from grid_tasks.security.role_keys import GridKeys, also_trust, ensure_grid_keys
 from grid_tasks.security.roles import Role
 from grid_tasks.settings import Settings, default_config_file, default_ttl
 from grid_tasks.topology import GridTopology, load_topology
@@ -168,8 +168,11 @@ class EmbeddedStack:
         """The settings of this grid's clients (the invoking user's key)."""
         interval = self.options.heartbeat_interval
         if self.options.signing:
-            self.keys = ensure_grid_keys(self.state_dir / "keys", getpass.getuser(),
+            user = getpass.getuser()
+            self.keys = ensure_grid_keys(self.state_dir / "keys", user,
                                          now=dt.datetime.now(dt.timezone.utc))
+            if self.options.gridmap_file is None:  # one user: it administers its grid
+                also_trust(self.keys.user, Role.OPERATOR, user)
         return Settings(
             broker_url=self.redis.url(1), result_backend=self.redis.url(2),
             redis_url=self.redis.url(3),

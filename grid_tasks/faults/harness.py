@@ -24,7 +24,7 @@ from grid_tasks.embedded.stack import grid_tasks_command, prepare_database
 from grid_tasks.embedded.supervisor import Child, Supervisor, leftover
 from grid_tasks.errors import GridTasksError
 from grid_tasks.private_files import private_dir
-from grid_tasks.security.role_keys import GridKeys, ensure_grid_keys
+from grid_tasks.security.role_keys import GridKeys, also_trust, ensure_grid_keys
 from grid_tasks.security.roles import Role
 from grid_tasks.settings import Settings, default_config_file
 from grid_tasks.topology import load_topology
@@ -109,6 +109,8 @@ class FaultGrid:
         # signed like every grid that ships: the test process is this grid's user
         self.keys = ensure_grid_keys(self.state_dir / "keys", getpass.getuser(),
                                      now=dt.datetime.now(dt.timezone.utc))
+        if self.gridmap_file is None:  # one user: it administers its grid
+            also_trust(self.keys.user, Role.OPERATOR, getpass.getuser())
         self.settings = self.settings.replace(signing=self.keys.signing(Role.USER))
         try:
             prepare_database(self.settings, self.topology)

@@ -58,11 +58,20 @@ _ERRORS: dict[str, Callable[[dict[str, Any]], GridTasksError]] = {
 }
 
 
+class RemoteError(GridTasksError):
+    """A refusal of a type this client does not rebuild: its message, and the type's
+    name in ``type_name``."""
+
+    def __init__(self, message: str, type_name: str = "") -> None:
+        super().__init__(message)
+        self.type_name = type_name
+
+
 def error_from_wire(data: dict[str, Any]) -> GridTasksError:
-    """The typed error a gatekeeper's refusal stands for (GridTasksError if unknown)."""
+    """The typed error a gatekeeper's refusal stands for (RemoteError if none fits)."""
     build = _ERRORS.get(str(data.get("type")))
     if build is None:
-        return GridTasksError(f"{data.get('type')}: {data.get('message')}")
+        return RemoteError(str(data.get("message")), str(data.get("type")))
     return build(data)
 
 

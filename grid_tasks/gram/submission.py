@@ -199,11 +199,11 @@ def _utcnow() -> datetime:
 
 
 def cancel_job(grid: Any, job_id: int, *, rm: str | None = None,
-               identity: str | None = None) -> Any:
+               identity: str | None = None, admin: bool = False) -> Any:
     """Cancel ``job_id`` (see :meth:`grid_tasks.client.Grid.cancel`).
 
     At a gatekeeper (``rm`` given) the job must be that RM's, and with a grid map
-    only its owner, as verified (``identity``), may cancel it."""
+    only its owner, as verified (``identity``), or an ``admin`` may cancel it."""
     from grid_tasks.client import JobStatus
     from grid_tasks.db import session_scope
     from grid_tasks.gram.keys import CANCEL_TTL_S, cancel_key
@@ -212,7 +212,7 @@ def cancel_job(grid: Any, job_id: int, *, rm: str | None = None,
     with session_scope(grid.sessions) as session:
         row = repository.get_job(session, job_id, for_update=True)
         if rm is not None:
-            _check_owner(grid, row, rm, identity)
+            _check_owner(grid, row, rm, None if admin else identity, admin=admin)
         if JobState(row.state).terminal:
             raise JobFinishedError(f"job {job_id} is {row.state.value} already; nothing to "
                                    "cancel", code="JOB_CANCEL_FAILED")
@@ -226,14 +226,16 @@ def cancel_job(grid: Any, job_id: int, *, rm: str | None = None,
     return status
 
 
-def _check_owner(grid: Any, row: JobRow, rm: str, identity: str | None) -> None:
-    """A gatekeeper acts on its own RM's jobs, for their owners only (with a grid map)."""
+def _check_owner(grid: Any, row: JobRow, rm: str, identity: str | None,
+                 admin: bool = False) -> None:
+    """A gatekeeper acts on its own RM's jobs, for their owners only (with a grid map)
+    or an administrator."""
     from grid_tasks.security.authorization import gridmap_for
     from grid_tasks.security.errors import Unauthorized
 
     if row.rm != rm:
         raise NotFoundError(f"job {row.id} is not a job of {rm} (it is {row.rm}'s)")
-    if gridmap_for(grid.settings) is not None and identity != row.owner:
+    if not admin and gridmap_for(grid.settings) is not None and identity != row.owner:
         raise Unauthorized(f"job {row.id} on {rm} belongs to {row.owner!r}, not to "
                            f"{identity or 'an unverified requester'!r}",
                            identity=identity or "", rm=rm)

@@ -79,14 +79,17 @@ def submit(self: Any, *, rm: str, rsl: str, creds: dict[str, Any],
 
 @shared_task(name=CANCEL, bind=True)
 def cancel(self: Any, *, rm: str, job: int) -> dict[str, Any]:
-    """The gatekeeper's side of a cancel: only the job's owner (as verified) may,
-    when a grid map says who is who; the job's status, or the refusal, as data."""
+    """The gatekeeper's side of a cancel: only the job's owner (as verified) may, when a
+    grid map says who is who, or an operator (Maui's admin canceljob); the job's status,
+    or the refusal, as data."""
     from grid_tasks.gram.submission import cancel_job
+    from grid_tasks.security.roles import Role
     from grid_tasks.services import grid_for
 
     grid = grid_for(self.app)
-    who = self.submitter()
-    return answer(lambda: cancel_job(grid, int(job), rm=rm, identity=who).to_dict())
+    who, admin = self.submitter(), self.signed_as(Role.OPERATOR)
+    return answer(lambda: cancel_job(grid, int(job), rm=rm, identity=who,
+                                     admin=admin).to_dict())
 
 
 def _known_creds(creds: dict[str, Any]) -> dict[str, Any]:

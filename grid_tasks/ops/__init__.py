@@ -25,7 +25,8 @@ from .nodes import check_node
 from .planning import show_backfill, show_start
 from .queue import build_queue
 from .reservations import (
-    ReservationError, parse_resources, release_reservations, set_reservation, show_reservations,
+    ReservationError, parse_resources, release_reservations, reservation_rms, set_reservation,
+    show_reservations,
 )
 from .stats import show_stats
 from .timefmt import OpsError, TimeFormatError, format_duration, parse_duration, parse_time
@@ -35,6 +36,7 @@ __all__ = [
     "JobFinishedError", "OpsError", "Reason", "ReservationError", "Section", "TimeFormatError",
     "build_queue", "cancel_jobs", "check_job", "check_node", "diagnose_jobs",
     "diagnose_priority", "explain", "format_duration", "parse_duration", "parse_resources",
-    "parse_time", "release_reservations", "resolve_job", "set_reservation", "show_backfill",
+    "parse_time", "release_reservations", "reservation_rms", "resolve_job", "set_reservation",
+    "show_backfill",
     "show_reservations", "show_start", "show_stats",
 ]

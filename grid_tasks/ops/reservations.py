@@ -170,6 +170,17 @@ def set_reservation(session: Session, rm: str, request: ResourceRequest, *, star
 
 def release_reservations(session: Session, names: Sequence[str], rm: str | None = None) -> list[Reservation]:
     """releaseres: delete the named administrative reservations (all checked first)."""
+    rows = releasable(session, names, rm)
+    for row in rows:
+        session.delete(row)
+    session.flush()
+    return rows
+
+
+def releasable(session: Session, names: Sequence[str], rm: str | None = None) -> list[Reservation]:
+    """The administrative reservations ``names`` stand for (on ``rm`` if given), each
+    checked: NotFoundError for an unknown name, ReservationError for an ambiguous or
+    non-administrative one."""
     check_rm(session, rm)
     rows = []
     for name in names:
@@ -187,10 +198,16 @@ def release_reservations(session: Session, names: Sequence[str], rm: str | None 
             raise ReservationError(f"reservation {name!r} is a {found[0].kind.value} "
                                    f"reservation; only administrative ones are released here")
         rows.append(found[0])
-    for row in rows:
-        session.delete(row)
-    session.flush()
     return rows
+
+
+def reservation_rms(session: Session, names: Sequence[str],
+                    rm: str | None = None) -> dict[str, list[str]]:
+    """RM -> the names to release there (every name checked first, as releaseres does)."""
+    out: dict[str, list[str]] = {}
+    for row in releasable(session, names, rm):
+        out.setdefault(str(row.rm), []).append(row.name)
+    return out
 
 
 @dataclass(frozen=True)

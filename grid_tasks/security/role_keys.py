@@ -110,3 +110,13 @@ def ensure_grid_keys(directory: Path, user: str, *, now: dt.datetime,
             made[role] = init_role_key(directory, role, name, now=now, stem=where)
     return GridKeys(made[Role.SCHEDULER], made[Role.NODE], made[Role.USER],
                     made[Role.OPERATOR], subject_of(Role.USER, user))
+
+
+def also_trust(paths: KeyPaths, role: Role, name: str) -> Path:
+    """Trust ``paths``'s certificate in ``role`` too (kept if it is there already): the
+    one user of a one-user grid is also its operator."""
+    target = paths.cert_store / role.value / f"{name}.pem"
+    if not target.exists():
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(paths.cert.read_bytes())
+    return target

@@ -9,9 +9,10 @@ only when the verified signer of its message holds a role that task admits.
 * ``scheduler``: the grid's own services: scheduler workers, gatekeepers (which run
   their RM's iteration in place) and beats.  Only they may launch on a node.
 * ``node``: node daemons; they report what their job managers saw.
-* ``operator``: Flower and administrators; they may send Celery's remote-control
-  commands (inspect, revoke, shutdown) but run no task: an operator login can stop
-  a worker, not start a job.
+* ``operator``: Flower and administrators (Maui's ADMIN); they may send Celery's
+  remote-control commands (inspect, revoke, shutdown), set and release reservations
+  and cancel any job, but start no job: an operator login can stop a worker, not run
+  anything on a node.
 
 Pure: a table and a lookup, no I/O.
 """
@@ -47,7 +48,11 @@ TASK_ROLES: dict[str, frozenset[Role]] = {
     "grid_tasks.node.tasks.node_check": frozenset({Role.USER, Role.SCHEDULER}),
     # the one door: a user's requests at its RM's gatekeeper
     "grid_tasks.gram.tasks.submit": frozenset({Role.USER}),
-    "grid_tasks.gram.tasks.cancel": frozenset({Role.USER, Role.SCHEDULER}),
+    "grid_tasks.gram.tasks.cancel": frozenset({Role.USER, Role.SCHEDULER, Role.OPERATOR}),
+    # Maui's administrators: reservations of a whole RM
+    "grid_tasks.reservation_tasks.set_reservation": frozenset({Role.OPERATOR, Role.SCHEDULER}),
+    "grid_tasks.reservation_tasks.release_reservations": frozenset({Role.OPERATOR,
+                                                                    Role.SCHEDULER}),
     "grid_tasks.duroc.tasks.watch_subjob": frozenset({Role.USER, Role.SCHEDULER}),
     "grid_tasks.duroc.tasks.submit_subjob": frozenset({Role.USER, Role.SCHEDULER}),
     # wake-ups and settles: idempotent, they only make the owner look again

@@ -225,6 +225,11 @@ class GridTask(Task):  # type: ignore[misc]
         signer = getattr(self.request, SIGNER_KEY, None)
         return signer.get("subject") if isinstance(signer, dict) else None
 
+    def signed_as(self, role: Role) -> bool:
+        """Whether the current message's verified signer holds ``role``."""
+        signer = getattr(self.request, SIGNER_KEY, None)
+        return isinstance(signer, dict) and role.value in (signer.get("roles") or ())
+
     def submitter(self, vouched: str | None = None) -> str | None:
         """Who asks, as far as this worker can tell.
 

@@ -119,9 +119,13 @@ def test_checknode_with_live_heartbeat(ops):
     assert bad.exit_code == 1 and "unknown node 'node9'" in bad.stderr
 
 
-def test_setres_showres_releaseres(ops):
-    env, *_ = ops
+def test_setres_showres_releaseres(ops, celery_app_factory, in_process_worker):
+    env, _, settings, _ = ops
     env = offline(env)
+    # setres and releaseres are requests to the RM's gatekeeper (a worker thread here),
+    # which finds Redis out of reach as well
+    gatekeeper = celery_app_factory(settings.replace(redis_url=offline(env)["GRID_TASKS_REDIS_URL"]))
+    in_process_worker(gatekeeper, queues=[gatekeeper_queue("rmA"), gatekeeper_queue("rmB")])
     made = json.loads(run(env, "setres", "--rm", "rmB", "-u", "alice,bob", "-d", "1:00:00",
                           "-n", "maint", "node3", "--json").stdout)
     assert made["name"] == "maint" and made["procs"] == 2 and made["acl"] == {

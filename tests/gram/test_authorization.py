@@ -27,6 +27,7 @@ from grid_tasks.embedded.supervisor import Supervisor, leftover
 from grid_tasks.errors import GridTasksError
 from grid_tasks.events import iter_output
 from grid_tasks.gram import keys
+from grid_tasks.gram.door import ask
 from grid_tasks.gram.jobmanager import JobManager
 from grid_tasks.gram.launch import requests_for
 from grid_tasks.gram.report import node_context
@@ -34,6 +35,7 @@ from grid_tasks.security.config import SigningSettings
 from grid_tasks.security.errors import Unauthorized
 from grid_tasks.security.role_keys import ensure_grid_keys, init_role_key, subject_of
 from grid_tasks.security.roles import Role
+from grid_tasks.reservation_tasks import RELEASE_RESERVATIONS, SET_RESERVATION
 from grid_tasks.states import JobState
 from grid_tasks.topology import load_topology
 
@@ -54,6 +56,9 @@ class Door:
                                      stem="user-mallory")
 
     def client(self, who: str = "alice") -> Grid:
+        if who == "operator":
+            return Grid(self.settings.replace(signing=self.keys.signing(Role.OPERATOR),
+                                              gridmap_file=None))
         if who == "eve":  # a key of her own, which no one here trusts
             now = dt.datetime.now(dt.timezone.utc)
             paths = init_role_key(self.keydir.parent / "eve", Role.USER, "eve", now=now)
@@ -181,3 +186,22 @@ def test_root_worker_runs_the_job_as_the_mapped_account(door, throwaway_user):
         lines = [line.text.strip() for line in iter_output(grid.redis, job)
                  if line.stream == "stdout"]
     assert lines == [name, str(throwaway_user.pw_uid), "/nonexistent"]
+
+
+def test_only_an_operator_sets_or_releases_reservations_and_may_cancel_any_job(door):
+    door.gridmap.write_text(f'"{ALICE}" nobody\n')
+    now = dt.datetime.now(dt.timezone.utc)
+    request = {"hosts": "node1", "resources": None, "start": now.isoformat(),
+               "end": (now + dt.timedelta(minutes=10)).isoformat(),
+               "acl": {"users": ["nobody"]}, "name": "maint"}
+    with door.client("alice") as grid:
+        with pytest.raises(GridTasksError, match="signer role user may not run it"):
+            ask(grid.app, SET_RESERVATION, "rmA", request, shadow="setres", timeout=20)
+        job = grid.submit("&(executable=/bin/true)", rm="rmA").id
+    with door.client("operator") as grid:
+        made = ask(grid.app, SET_RESERVATION, "rmA", request, shadow="setres", timeout=20)
+        assert (made["name"], made["procs_by_node"]) == ("maint", {"node1": 4})
+        gone = ask(grid.app, RELEASE_RESERVATIONS, "rmA", {"names": ["maint"]},
+                   shadow="releaseres", timeout=20)
+        assert gone["released"] == ["maint"]
+        assert grid.cancel(job).state is JobState.FAILED  # Maui's admin canceljob
