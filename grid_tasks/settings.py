@@ -21,6 +21,16 @@ variable                           meaning                                    de
 ``GRID_TASKS_VISIBILITY_TIMEOUT``  seconds until an unacked task is redone    ``30``
 =================================  =========================================  ==========================
 
+Bounds on the work a small request may cause:
+
+===================================  =======================================  =====================
+variable                             meaning                                  default
+===================================  =======================================  =====================
+``GRID_TASKS_RSL_MAX_SUBSTITUTION``  bytes the substitutions of one RSL       ``1048576`` (1 MiB)
+                                     request may produce, in all (see
+                                     :mod:`grid_tasks.rsl.evaluate`)
+===================================  =======================================  =====================
+
 Security settings (``GRID_TASKS_SIGNING*``, ``GRID_TASKS_REDIS_TLS_*``,
 ``GRID_TASKS_GRIDMAP``) are described in :mod:`grid_tasks.security.config`.
 
@@ -39,6 +49,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from grid_tasks.errors import ConfigError
+from grid_tasks.rsl.evaluate import DEFAULT_MAX_SUBSTITUTION
 from grid_tasks.security.config import RedisTLS, SigningSettings, gridmap_from_env
 
 PREFIX = "GRID_TASKS_"
@@ -90,6 +101,7 @@ class Settings:
     signing: SigningSettings = field(default_factory=SigningSettings)
     redis_tls: RedisTLS = field(default_factory=RedisTLS)
     gridmap_file: Path | None = None
+    rsl_max_substitution: int = DEFAULT_MAX_SUBSTITUTION
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> "Settings":
@@ -117,7 +129,8 @@ class Settings:
         return cls(broker, backend, redis_url, database, state_dir, topology,
                    interval, ttl, visibility,
                    signing=SigningSettings.from_env(env, state_dir),
-                   redis_tls=RedisTLS.from_env(env), gridmap_file=gridmap_from_env(env))
+                   redis_tls=RedisTLS.from_env(env), gridmap_file=gridmap_from_env(env),
+                   rsl_max_substitution=rsl_max_substitution(env))
 
     def replace(self, **changes: object) -> "Settings":
         """A copy with some fields changed (settings are immutable)."""
@@ -138,6 +151,7 @@ class Settings:
             **self.signing.to_env(),
             **self.redis_tls.to_env(),
             **({PREFIX + "GRIDMAP": str(self.gridmap_file)} if self.gridmap_file else {}),
+            PREFIX + "RSL_MAX_SUBSTITUTION": str(self.rsl_max_substitution),
         }
 
 
@@ -192,3 +206,20 @@ def _seconds(env: Mapping[str, str], name: str, default: float) -> float:
     if not math.isfinite(value) or value <= 0:
         raise _bad(name, raw, "expected a positive, finite number of seconds")
     return value
+
+
+def rsl_max_substitution(environ: Mapping[str, str] | None = None) -> int:
+    """``GRID_TASKS_RSL_MAX_SUBSTITUTION``: the bytes one RSL request's substitutions may produce.
+
+    Read on its own too, by commands that only check RSL and need no other setting.
+    """
+    env = os.environ if environ is None else environ
+    name = "RSL_MAX_SUBSTITUTION"
+    raw = env.get(PREFIX + name)
+    if raw is None or raw.strip() == "":
+        return DEFAULT_MAX_SUBSTITUTION
+    text = raw.strip()
+    if not (text.isascii() and text.isdigit() and len(text) <= 18) or int(text) == 0:
+        raise _bad(name, raw, "expected a positive whole number of bytes, at most 18 digits "
+                              "(default 1048576, 1 MiB)")
+    return int(text)

@@ -7,11 +7,18 @@ default, ``max_substitution=``); see :mod:`grid_tasks.rsl.evaluate` for the acco
 
 from __future__ import annotations
 
+import json
 import time
+from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
+from grid_tasks.cli import main
+from grid_tasks.client import Grid
 from grid_tasks.rsl import DEFAULT_MAX_SUBSTITUTION, RSLError, evaluate, lower, parse, validate
+
+from grid_tasks.settings import Settings
 
 from .helpers import position_of
 
@@ -87,3 +94,37 @@ def test_plain_literals_are_free_and_names_built_by_concatenation_are_charged() 
     text = "&(rsl_substitution = (N abcdef) ($(N)#$(N) v))(executable = /bin/echo)"
     err = refused(text, max_substitution=11)
     assert (err.line, err.column) == position_of(text, "$(N)#$(N)")
+
+
+# -- the shell reads GRID_TASKS_RSL_MAX_SUBSTITUTION and passes it --------------------------
+
+SMALL = "&(executable = /bin/echo)(arguments = $(HOME)/a)"  # the argument is 4 bytes with HOME=/h
+MULTI = "+(&(resourceManagerContact = rm1)(executable = /bin/echo)(arguments = $(HOME)/a))"
+
+
+def test_rsl_check_reads_the_setting() -> None:
+    def check(limit: str):
+        return CliRunner().invoke(main, ["rsl", "check", "--json", "--var", "HOME=/h"],
+                                  input=SMALL, env={"GRID_TASKS_RSL_MAX_SUBSTITUTION": limit})
+
+    assert check("4").exit_code == 0
+    refused_run = check("3")
+    assert refused_run.exit_code == 1
+    error = json.loads(refused_run.output)["error"]
+    assert error["code"] == "RSL_EVALUATION_FAILED" and "limit of 3 bytes" in error["message"]
+    assert (error["line"], error["column"]) == position_of(SMALL, "$(HOME)/a")
+    bad = check("lots")
+    assert bad.exit_code != 0 and "GRID_TASKS_RSL_MAX_SUBSTITUTION" in bad.output
+
+
+def test_the_client_passes_the_setting_before_touching_anything(tmp_path: Path) -> None:
+    # An unreachable database: reaching it would raise something else than RSLError.
+    settings = Settings.from_env({"GRID_TASKS_STATE_DIR": str(tmp_path / "missing" / "state"),
+                                  "GRID_TASKS_RSL_MAX_SUBSTITUTION": "3"})
+    grid = Grid(settings)
+    for submit, text in ((grid.submit, SMALL), (grid.job_request, MULTI),
+                         (grid.coallocator.job_request, MULTI)):
+        with pytest.raises(RSLError, match="limit of 3 bytes") as info:
+            submit(text, variables={"HOME": "/h"})
+        assert (info.value.line, info.value.column) == position_of(text, "$(HOME)/a")
+    assert not (tmp_path / "missing").exists()
