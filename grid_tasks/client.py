@@ -171,7 +171,8 @@ class Grid:
         """
         from grid_tasks.rsl import lower
 
-        subjobs = lower(rsl, variables, source=source)
+        subjobs = lower(rsl, variables, source=source,
+                        max_substitution=self.settings.rsl_max_substitution)
         if len(subjobs) != 1:
             raise JobRefusedError("a multi-request (+...) is a coallocated job: submit it with "
                                   "grid-tasks coalloc", code="BAD_RSL")
@@ -262,7 +263,8 @@ class Grid:
         from grid_tasks.duroc.handle import CoallocHandle
         from grid_tasks.rsl import lower
 
-        subs = lower(rsl, variables, source=source)  # once, for both paths below
+        subs = lower(rsl, variables, source=source,  # once, for both paths below
+                     max_substitution=self.settings.rsl_max_substitution)
         if coreserve is not False:
             from grid_tasks.broker.grid_jobs import coallocate
 

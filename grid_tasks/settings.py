@@ -21,6 +21,16 @@ variable                           meaning                                    de
 ``GRID_TASKS_VISIBILITY_TIMEOUT``  seconds until an unacked task is redone    ``30``
 =================================  =========================================  ==========================
 
+Bounds on the work a small request may cause:
+
+===================================  =======================================  =====================
+variable                             meaning                                  default
+===================================  =======================================  =====================
+``GRID_TASKS_RSL_MAX_SUBSTITUTION``  bytes the substitutions of one RSL       ``1048576`` (1 MiB)
+                                     request may produce, in all (see
+                                     :mod:`grid_tasks.rsl.evaluate`)
+===================================  =======================================  =====================
+
 Security settings (``GRID_TASKS_SIGNING*``, ``GRID_TASKS_REDIS_TLS_*``,
 ``GRID_TASKS_GRIDMAP``, ``GRID_TASKS_SINGLE_USER``) are described in
 :mod:`grid_tasks.security.config`.
@@ -40,6 +50,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from grid_tasks.errors import ConfigError
+from grid_tasks.rsl.evaluate import DEFAULT_MAX_SUBSTITUTION
 from grid_tasks.security.config import RedisTLS, SigningSettings, flag, gridmap_from_env
 
 PREFIX = "GRID_TASKS_"
@@ -92,8 +103,9 @@ class Settings:
     redis_tls: RedisTLS = field(default_factory=RedisTLS)
     gridmap_file: Path | None = None
     #: a one-user grid (the embedded stack): no grid map, jobs run as the daemon's own
-    #: account, even root's; see :func:`grid_tasks.security.accounts.check_node_account`
+    #: account, even root's; see :func:`grid_tasks.security.startup.check_node_account`
     single_user: bool = False
+    rsl_max_substitution: int = DEFAULT_MAX_SUBSTITUTION
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> "Settings":
@@ -122,7 +134,8 @@ class Settings:
                    interval, ttl, visibility,
                    signing=SigningSettings.from_env(env, state_dir),
                    redis_tls=RedisTLS.from_env(env), gridmap_file=gridmap_from_env(env),
-                   single_user=flag(env, "SINGLE_USER"))
+                   single_user=flag(env, "SINGLE_USER"),
+                   rsl_max_substitution=rsl_max_substitution(env))
 
     def replace(self, **changes: object) -> "Settings":
         """A copy with some fields changed (settings are immutable)."""
@@ -144,6 +157,7 @@ class Settings:
             **self.redis_tls.to_env(),
             **({PREFIX + "GRIDMAP": str(self.gridmap_file)} if self.gridmap_file else {}),
             **({PREFIX + "SINGLE_USER": "1"} if self.single_user else {}),
+            PREFIX + "RSL_MAX_SUBSTITUTION": str(self.rsl_max_substitution),
         }
 
 
@@ -198,3 +212,20 @@ def _seconds(env: Mapping[str, str], name: str, default: float) -> float:
     if not math.isfinite(value) or value <= 0:
         raise _bad(name, raw, "expected a positive, finite number of seconds")
     return value
+
+
+def rsl_max_substitution(environ: Mapping[str, str] | None = None) -> int:
+    """``GRID_TASKS_RSL_MAX_SUBSTITUTION``: the bytes one RSL request's substitutions may produce.
+
+    Read on its own too, by commands that only check RSL and need no other setting.
+    """
+    env = os.environ if environ is None else environ
+    name = "RSL_MAX_SUBSTITUTION"
+    raw = env.get(PREFIX + name)
+    if raw is None or raw.strip() == "":
+        return DEFAULT_MAX_SUBSTITUTION
+    text = raw.strip()
+    if not (text.isascii() and text.isdigit() and len(text) <= 18) or int(text) == 0:
+        raise _bad(name, raw, "expected a positive whole number of bytes, at most 18 digits "
+                              "(default 1048576, 1 MiB)")
+    return int(text)

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from grid_tasks.errors import ConfigError, GridTasksError
-from grid_tasks.settings import Settings
+from grid_tasks.settings import Settings, rsl_max_substitution
 
 
 def test_defaults_avoid_redis_db0_and_put_sqlite_in_state_dir():
@@ -34,8 +34,10 @@ def test_overrides_and_round_trip_through_env(tmp_path):
         "GRID_TASKS_TOPOLOGY": str(tmp_path / "t.toml"),
         "GRID_TASKS_HEARTBEAT_INTERVAL": "0.5",
         "GRID_TASKS_HEARTBEAT_TTL": "1.5",
+        "GRID_TASKS_RSL_MAX_SUBSTITUTION": "4096",
     }
     s = Settings.from_env(env)
+    assert s.rsl_max_substitution == 4096
     # RabbitMQ cannot store results: the backend falls back to the Redis URL.
     assert s.result_backend == "redis://:pw@127.0.0.1:7000/3"
     assert s.heartbeat_interval == 0.5 and s.heartbeat_ttl == 1.5
@@ -64,6 +66,10 @@ def test_ttl_defaults_to_under_two_intervals():
         ("GRID_TASKS_REDIS_URL", "redis://host:notaport/1", "malformed URL"),
         ("GRID_TASKS_RESULT_BACKEND", "mongodb://x", "unsupported scheme"),
         ("GRID_TASKS_STATE_DIR", "  ", "empty"),
+        ("GRID_TASKS_RSL_MAX_SUBSTITUTION", "1MiB", "whole number of bytes"),
+        ("GRID_TASKS_RSL_MAX_SUBSTITUTION", "0", "positive"),
+        ("GRID_TASKS_RSL_MAX_SUBSTITUTION", "-5", "positive"),
+        ("GRID_TASKS_RSL_MAX_SUBSTITUTION", "1" * 5000, "at most 18 digits"),
     ],
 )
 def test_bad_values_name_the_variable(var, value, words):
@@ -79,3 +85,11 @@ def test_bad_values_name_the_variable(var, value, words):
 def test_db_result_backend_is_accepted():
     s = Settings.from_env({"GRID_TASKS_RESULT_BACKEND": "db+sqlite:///r.db"})
     assert s.result_backend == "db+sqlite:///r.db"
+
+
+def test_rsl_max_substitution_defaults_to_one_mib_and_reads_alone():
+    assert Settings.from_env({}).rsl_max_substitution == 1 << 20 == Settings().rsl_max_substitution
+    # `grid-tasks rsl check` reads it without the rest (a bad broker URL does not matter there)
+    env = {"GRID_TASKS_RSL_MAX_SUBSTITUTION": " 2048 ", "GRID_TASKS_BROKER_URL": "nope"}
+    assert rsl_max_substitution(env) == 2048
+    assert rsl_max_substitution({}) == 1 << 20

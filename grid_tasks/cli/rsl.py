@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.table import Table
 
 from grid_tasks.rsl import STANDARD_VARIABLES, RSLError, SubjobRequest, lower
+from grid_tasks.settings import rsl_max_substitution
 
 
 @click.group()
@@ -100,7 +101,8 @@ def check(ctx: click.Context, file: str, as_json: bool, variables: tuple[str, ..
     except OSError as exc:
         raise click.FileError(file, hint=exc.strerror or str(exc)) from None
     try:
-        jobs = lower(data, _variables(variables), source=source)
+        jobs = lower(data, _variables(variables), source=source,
+                     max_substitution=rsl_max_substitution())
     except RSLError as exc:
         if not as_json:
             raise  # the CLI root prints it with a caret under the spot, exit 1

@@ -76,7 +76,8 @@ class Coallocator(HeaderSteps, StructureChanges):
 
         if not barrier_timeout or barrier_timeout <= 0:
             raise CoallocRequestError(f"barrier_timeout must be positive, not {barrier_timeout!r}")
-        subs = lowered if lowered is not None else lower(rsl, variables, source=source)
+        subs = lowered if lowered is not None else lower(
+            rsl, variables, source=source, max_substitution=self.grid.settings.rsl_max_substitution)
         labels = _labels(subs, set())
         deadline = time.time() + float(barrier_timeout)
         with session_scope(self.grid.sessions) as session:
@@ -141,7 +142,7 @@ class Coallocator(HeaderSteps, StructureChanges):
             raise CoallocFinishedError(f"coallocated job {job_id} has no runtime access any more")
         env = runtime_environment(url.decode(), store_id(job_id), address, label,
                                   barrier_timeout=left)
-        (request,) = lower(rsl)
+        (request,) = lower(rsl, max_substitution=self.grid.settings.rsl_max_substitution)
 
         def link(session: Any, gram_id: int) -> None:  # the subjob row, same transaction
             link_subjob(session, job_id, address, gram_id)  # CoallocFinishedError if deleted

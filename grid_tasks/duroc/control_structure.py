@@ -32,7 +32,8 @@ class StructureChanges:
         from grid_tasks.rsl import lower
 
         job_id = self._existing(job, changing=True)
-        subs = lower(rsl, variables, source=source)
+        subs = lower(rsl, variables, source=source,
+                     max_substitution=self.grid.settings.rsl_max_substitution)
         with session_scope(self.grid.sessions) as session:
             row = coalloc_row(session, job_id)
             check_rms(session, subs)

@@ -68,7 +68,8 @@ def submit(self: Any, *, rm: str, rsl: str, creds: dict[str, Any],
     who = self.submitter()
 
     def store() -> dict[str, Any]:
-        (sub,) = lower(rsl, variables, source=source)
+        (sub,) = lower(rsl, variables, source=source,
+                       max_substitution=grid.settings.rsl_max_substitution)
         job_id, contact, _ = store_submission(
             grid, rsl, sub, rm, _known_creds(creds), idempotency_key=idempotency_key,
             extra_env=extra_env, identity=who)

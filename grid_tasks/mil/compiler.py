@@ -153,10 +153,10 @@ class _Codegen:
                 f" is str else (_match({search}, {tmp}) is {want}))")
 
     def regex(self, pattern: str) -> re.Pattern[str]:
-        compiled, problem = compile_pattern(pattern)
-        if compiled is None:
-            raise MILError(problem or "invalid regular expression")
-        return compiled
+        vetted = compile_pattern(pattern)
+        if vetted.regex is None:
+            raise MILError(vetted.problem or "invalid regular expression")
+        return vetted.regex
 
     def value(self, node: Node) -> str:
         """Python expression computing the three-valued value of ``node``."""

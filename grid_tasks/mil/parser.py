@@ -46,6 +46,18 @@ def _unescape(body: str) -> str:
     return _ESCAPE_RE.sub(lambda m: _ESCAPES.get(m.group(1), m.group(0)), body)
 
 
+def _source_offset(body: str, offset: int) -> int:
+    """Where character ``offset`` of ``_unescape(body)`` was written in ``body``."""
+    produced, i = 0, 0
+    while i < len(body) and produced < offset:
+        if body[i] == "\\" and i + 1 < len(body) and body[i + 1] in _ESCAPES:
+            i += 2
+        else:
+            i += 1
+        produced += 1
+    return i
+
+
 def _pos(token: Token) -> dict[str, int]:
     return {"line": token.line or 0, "column": token.column or 0}
 
@@ -53,11 +65,11 @@ def _pos(token: Token) -> dict[str, int]:
 class _BuildError(Exception):
     """Raised by callbacks; turned into a MILError once the text and source are at hand."""
 
-    def __init__(self, message: str, token: Token) -> None:
+    def __init__(self, message: str, token: Token, shift: int = 0) -> None:
         super().__init__(message)
         self.message = message
         self.line = token.line or 0
-        self.column = token.column or 0
+        self.column = (token.column or 0) + shift
 
 
 def _nested(node: Node, token: Token) -> Node:
@@ -111,11 +123,12 @@ class _Builder(Transformer):
 
     def match(self, items: list) -> Node:
         keyword, subject, pattern_tok = items
-        pattern = _unescape(str(pattern_tok)[1:-1])
-        problem = compile_pattern(pattern)[1]
-        if problem:
-            raise self._error(problem, pattern_tok)
-        return _nested(Match(subject, pattern, **_pos(keyword)), keyword)
+        body = str(pattern_tok)[1:-1]
+        vetted = compile_pattern(_unescape(body))
+        if vetted.problem:
+            shift = 0 if vetted.offset is None else 1 + _source_offset(body, vetted.offset)
+            raise _BuildError(vetted.problem, pattern_tok, shift)
+        return _nested(Match(subject, _unescape(body), **_pos(keyword)), keyword)
 
     def call(self, items: list) -> Node:
         return _nested(Call(str(items[0]), tuple(items[1:]), **_pos(items[0])), items[0])

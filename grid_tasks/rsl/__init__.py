@@ -25,13 +25,14 @@ from grid_tasks.rsl.ast import (
     canonical_attribute,
 )
 from grid_tasks.rsl.errors import GramError, RSLError
-from grid_tasks.rsl.evaluate import STANDARD_VARIABLES, evaluate
+from grid_tasks.rsl.evaluate import DEFAULT_MAX_SUBSTITUTION, STANDARD_VARIABLES, evaluate
 from grid_tasks.rsl.lower import SubjobRequest, lower
 from grid_tasks.rsl.parser import parse
 from grid_tasks.rsl.unparse import unparse
 from grid_tasks.rsl.validate import validate
 
 __all__ = [
+    "DEFAULT_MAX_SUBSTITUTION",
     "Boolean",
     "BoolOp",
     "Concat",

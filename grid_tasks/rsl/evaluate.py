@@ -8,6 +8,17 @@ variable).  A relation only sees definitions that precede it.  Caller
 variables (the standard GRAM set: HOME, LOGNAME, GLOBUS_LOCATION, ...) form
 the outermost scope.  Names are case-sensitive.  A reference to an undefined
 name without a default fails with ``RSL_EVALUATION_FAILED``.
+
+Output is bounded, because a few hundred bytes of definitions that each double
+the one before would otherwise make gigabytes.  One evaluation has a budget of
+``max_substitution`` bytes (UTF-8, :data:`DEFAULT_MAX_SUBSTITUTION` = 1 MiB by
+default): every value that evaluation *produces* -- a relation value or an
+``rsl_substitution`` name or value written as a reference or a concatenation --
+is charged its size, once per place it appears.  Values written as plain
+literals are free (the request's own size bounds them), and so is defining the
+caller's variables (using them is charged like any reference).  A concatenation is sized before it is built, so a doubling chain
+stops at the first value that would cross the budget, without building it; the
+``RSL_EVALUATION_FAILED`` error points at that value.
 """
 
 from __future__ import annotations
@@ -19,6 +30,9 @@ from grid_tasks.rsl.ast import Boolean, Concat, Literal, Relation, Sequence, Spe
 from grid_tasks.rsl.errors import GramError, RSLError
 
 SUBSTITUTION_KEY = "rslsubstitution"
+
+#: The default budget of one evaluation, in bytes (the ``GRID_TASKS_RSL_MAX_SUBSTITUTION`` setting).
+DEFAULT_MAX_SUBSTITUTION = 1 << 20
 
 #: The variables a GRAM job manager defines for every job (values come from the caller).
 STANDARD_VARIABLES = (
@@ -44,8 +58,38 @@ def _fail(message: str, node: Value | Relation, key: str | None = None) -> RSLEr
     )
 
 
-def _string(value: Value, scope: Scope) -> str:
-    """The string a simple value evaluates to."""
+def _size(text: str) -> int:
+    """UTF-8 size of ``text``; O(1) for ASCII, which is nearly every RSL value."""
+    return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
+
+
+class _Budget:
+    """What is left of one evaluation's output budget (see the module docstring)."""
+
+    def __init__(self, limit: int) -> None:
+        if limit < 0:
+            raise ValueError(f"max_substitution must be >= 0, not {limit!r}")
+        self.limit = limit
+        self.left = limit
+
+    def check(self, size: int, node: Value) -> None:
+        """Refuse, at ``node``, a value of ``size`` bytes that would not fit what is left."""
+        if size > self.left:
+            raise _fail(
+                f"RSL substitution output over its limit of {self.limit} bytes: "
+                f"{self.limit - self.left} bytes produced before this value, which needs "
+                f"{size} or more (raise the limit with the setting GRID_TASKS_RSL_MAX_SUBSTITUTION, "
+                "or max_substitution= in the API)",
+                node,
+            )
+
+    def charge(self, size: int, node: Value) -> None:
+        self.check(size, node)
+        self.left -= size
+
+
+def _string(value: Value, scope: Scope, budget: _Budget) -> str:
+    """The string a simple value evaluates to (a concatenation is sized before it is built)."""
     if isinstance(value, Literal):
         return value.value
     if isinstance(value, Variable):
@@ -53,23 +97,39 @@ def _string(value: Value, scope: Scope) -> str:
         if found is not None:
             return found
         if value.default is not None:
-            return _string(value.default, scope)
+            return _string(value.default, scope, budget)
         raise _fail(f"undefined RSL variable $({value.name})", value, key=value.name)
     if isinstance(value, Concat):
-        return "".join(_string(part, scope) for part in value.parts)
+        parts = []
+        size = 0
+        for part in value.parts:
+            text = _string(part, scope, budget)
+            size += _size(text)
+            budget.check(size, value)
+            parts.append(text)
+        return "".join(parts)
     raise _fail("a sequence cannot be used where a single string is expected", value)
 
 
-def evaluate_value(value: Value, scope: Scope) -> Value:
+def _produce(value: Value, scope: Scope, budget: _Budget) -> str:
+    """The string of a simple value written in the request, charged unless a plain literal."""
+    text = _string(value, scope, budget)
+    if not isinstance(value, Literal):
+        budget.charge(_size(text), value)
+    return text
+
+
+def evaluate_value(value: Value, scope: Scope, budget: _Budget) -> Value:
     """``value`` with every reference and concatenation replaced by a literal."""
     if isinstance(value, Sequence):
-        return Sequence(tuple(evaluate_value(v, scope) for v in value.items), value.line, value.column)
+        return Sequence(tuple(evaluate_value(v, scope, budget) for v in value.items),
+                        value.line, value.column)
     if isinstance(value, Literal):
         return value
-    return Literal(_string(value, scope), value.line, value.column)
+    return Literal(_produce(value, scope, budget), value.line, value.column)
 
 
-def _bind(rel: Relation, scope: Scope) -> Relation:
+def _bind(rel: Relation, scope: Scope, budget: _Budget) -> Relation:
     """Apply an rsl_substitution relation to ``scope``; return it evaluated."""
     pairs = []
     for pair in rel.values:
@@ -78,8 +138,8 @@ def _bind(rel: Relation, scope: Scope) -> Relation:
         name_node, value_node = pair.items
         if isinstance(value_node, Sequence):
             raise _fail("an rsl_substitution value must be a single string", value_node, key=rel.attribute)
-        name = _string(name_node, scope)
-        value = _string(value_node, scope)
+        name = _produce(name_node, scope, budget)
+        value = _produce(value_node, scope, budget)
         scope[name] = value
         pairs.append(
             Sequence(
@@ -91,23 +151,30 @@ def _bind(rel: Relation, scope: Scope) -> Relation:
     return Relation(rel.attribute, rel.op, tuple(pairs), rel.line, rel.column)
 
 
-def _evaluate(spec: Spec, scope: ChainMap[str, str]) -> Spec:
+def _evaluate(spec: Spec, scope: ChainMap[str, str], budget: _Budget) -> Spec:
     if isinstance(spec, Boolean):
         inner = scope.new_child()
-        return Boolean(spec.op, tuple(_evaluate(op, inner) for op in spec.operands), spec.line, spec.column)
+        operands = tuple(_evaluate(op, inner, budget) for op in spec.operands)
+        return Boolean(spec.op, operands, spec.line, spec.column)
     if spec.key == SUBSTITUTION_KEY:
-        return _bind(spec, scope)
-    values = tuple(evaluate_value(v, scope) for v in spec.values)
+        return _bind(spec, scope, budget)
+    values = tuple(evaluate_value(v, scope, budget) for v in spec.values)
     return Relation(spec.attribute, spec.op, values, spec.line, spec.column)
 
 
-def evaluate(spec: Spec, variables: Mapping[str, str] | None = None) -> Spec:
+def evaluate(
+    spec: Spec,
+    variables: Mapping[str, str] | None = None,
+    *,
+    max_substitution: int = DEFAULT_MAX_SUBSTITUTION,
+) -> Spec:
     """The tree with all substitutions applied (only literals and sequences remain).
 
     ``variables`` are the caller's standard GRAM variables (see
-    :data:`STANDARD_VARIABLES`).  Raises :class:`RSLError`
-    (``RSL_EVALUATION_FAILED``) for an undefined variable or a malformed
-    ``rsl_substitution``.
+    :data:`STANDARD_VARIABLES`).  ``max_substitution`` is the output budget in
+    bytes (see the module docstring).  Raises :class:`RSLError`
+    (``RSL_EVALUATION_FAILED``) for an undefined variable, a malformed
+    ``rsl_substitution`` or output over the budget.
     """
     outer: ChainMap[str, str] = ChainMap({}, dict(variables or {}))
-    return _evaluate(spec, outer)
+    return _evaluate(spec, outer, _Budget(max_substitution))

@@ -7,7 +7,7 @@ from typing import Any, Mapping
 
 from grid_tasks.rsl.ast import Boolean, BoolOp, Relation, Spec
 from grid_tasks.rsl.errors import RSLError
-from grid_tasks.rsl.evaluate import SUBSTITUTION_KEY
+from grid_tasks.rsl.evaluate import DEFAULT_MAX_SUBSTITUTION, SUBSTITUTION_KEY
 from grid_tasks.rsl.unparse import unparse
 from grid_tasks.rsl.validate import CheckedJob, as_spec, check
 from grid_tasks.states import SubjobCommsType, SubjobStartType
@@ -144,6 +144,7 @@ def lower(
     variables: Mapping[str, str] | None = None,
     *,
     source: str = "<string>",
+    max_substitution: int = DEFAULT_MAX_SUBSTITUTION,
 ) -> list[SubjobRequest]:
     """Validate a request and return one :class:`SubjobRequest` per job.
 
@@ -151,11 +152,13 @@ def lower(
     gives one per component, indexed from 0 in order.  ``variables`` are the
     caller's GRAM variables for ``$(NAME)`` substitution.  Substitutions are
     applied before GRAM sees the relations, so ``gram_rsl()`` carries no
-    ``rsl_substitution``.  Raises :class:`RSLError` on any invalid input.
+    ``rsl_substitution``; they may produce at most ``max_substitution`` bytes
+    (1 MiB by default; see :mod:`grid_tasks.rsl.evaluate`).  Raises
+    :class:`RSLError` on any invalid input.
     """
     spec, text = as_spec(request, source)
     try:
-        _, jobs = check(spec, variables)
+        _, jobs = check(spec, variables, max_substitution=max_substitution)
     except RSLError as exc:
         raise exc.with_text(text, source) from None
     return [_subjob(i, job) for i, job in enumerate(jobs)]

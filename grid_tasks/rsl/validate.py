@@ -15,7 +15,7 @@ from typing import Any, Mapping
 from grid_tasks.rsl.ast import Boolean, BoolOp, Relation, RelOp, Spec
 from grid_tasks.rsl.attributes import Rule, rule_for
 from grid_tasks.rsl.errors import GramError, RSLError
-from grid_tasks.rsl.evaluate import SUBSTITUTION_KEY, evaluate
+from grid_tasks.rsl.evaluate import DEFAULT_MAX_SUBSTITUTION, SUBSTITUTION_KEY, evaluate
 from grid_tasks.rsl.parser import parse
 
 
@@ -87,9 +87,11 @@ def check_job(job: Spec) -> CheckedJob:
     return CheckedJob(job, relations, values, rules)
 
 
-def check(spec: Spec, variables: Mapping[str, str] | None = None) -> tuple[Spec, list[CheckedJob]]:
-    """Evaluate ``spec``; return the evaluated tree and its validated jobs, in order."""
-    evaluated = evaluate(spec, variables)
+def check(spec: Spec, variables: Mapping[str, str] | None = None, *,
+          max_substitution: int = DEFAULT_MAX_SUBSTITUTION) -> tuple[Spec, list[CheckedJob]]:
+    """Evaluate ``spec`` (output budget ``max_substitution`` bytes, see :func:`evaluate`);
+    return the evaluated tree and its validated jobs, in order."""
+    evaluated = evaluate(spec, variables, max_substitution=max_substitution)
     return evaluated, [check_job(job) for job in components(evaluated)]
 
 
@@ -108,14 +110,16 @@ def validate(
     variables: Mapping[str, str] | None = None,
     *,
     source: str = "<string>",
+    max_substitution: int = DEFAULT_MAX_SUBSTITUTION,
 ) -> Spec:
     """Parse (if text), evaluate and GRAM-validate a job request or multi-request.
 
-    Returns the evaluated tree.  Raises :class:`RSLError` whose ``code`` is the
+    ``max_substitution`` bounds the bytes substitution may produce (see
+    :mod:`grid_tasks.rsl.evaluate`).  Returns the evaluated tree.  Raises :class:`RSLError` whose ``code`` is the
     GRAM protocol error name and whose line/column point at the culprit.
     """
     spec, text = as_spec(request, source)
     try:
-        return check(spec, variables)[0]
+        return check(spec, variables, max_substitution=max_substitution)[0]
     except RSLError as exc:
         raise exc.with_text(text, source) from None

@@ -50,6 +50,11 @@ CASES: list[Any] = [
     ("rsl-big-count", lambda t: lower(t), RSLError, f"&(count={BIG})(executable=a)"),
     ("rsl-big-walltime", lambda t: lower(t), RSLError, f"&(count=1)(executable=a)(maxWallTime={BIG})"),
     ("rsl-zero-padded-count", lambda t: lower(t), RSLError, f"&(count={'0' * 5000}1)(executable=a)"),
+    ("rsl-doubling-substitution", lambda t: lower(t), RSLError,  # issue 20: 268 MB before
+     "&(rsl_substitution = (A x)" + "".join(f"(V{i + 1} $(V{i})#$(V{i}))" for i in range(28))
+     .replace("$(V0)", "$(A)") + ")(executable = a)(arguments = $(V28))"),
+    ("mil-nested-optional-regex", _mil, MILError, 'match($b, "(?:a?a?)+$")'),
+    ("mil-chained-loops-regex", _mil, MILError, 'match($b, "a*a*a*a*a*a*a*a*a*a*b")'),
     ("mil-deep-parens", _mil, MILError, "(" * DEEP + "true" + ")" * DEEP),
     ("mil-deep-not", _mil, MILError, "not " * DEEP + "true"),
     ("mil-long-chain", _mil, MILError, "$a > 0" + " and $a > 0" * 3000),
@@ -85,7 +90,8 @@ CASES: list[Any] = [
 
 
 #: Cases with no sensible result: they must be refused, not merely survived.
-MUST_REFUSE = {"rsl-big-count", "rsl-big-walltime", "maui-big-int", "maui-big-key",
+MUST_REFUSE = {"rsl-doubling-substitution", "mil-nested-optional-regex", "mil-chained-loops-regex",
+               "rsl-big-count", "rsl-big-walltime", "maui-big-int", "maui-big-key",
                "maui-big-time", "maui-big-negative", "maui-big-limit",
                "maui-big-resource", "toml-deep-array", "toml-deep-inline-table",
                "toml-deep-array-in-node", "toml-big-int", "toml-big-int-underscores",

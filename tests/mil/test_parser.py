@@ -87,10 +87,10 @@ def _error(text: object) -> MILError:
     ("$ > 1", 1, 1, "'$' must be followed"),
     ("1 @ 2", 1, 3, "unexpected character '@'"),
     ('match($a, $b)', 1, 11, "a string constant"),
-    ('match($a, "(")', 1, 11, "invalid regular expression"),
-    ('match($a, "(a+)+$")', 1, 11, "exponential"),
-    ('match($a, "^(a|a)*$")', 1, 11, "exponential"),
-    ('match($a, "(.|x)*y")', 1, 11, "exponential"),
+    ('match($a, "(")', 1, 12, "invalid regular expression"),  # at the pattern's culprit
+    ('match($a, "(a+)+$")', 1, 12, "exponential"),
+    ('match($a, "^(a|a)*$")', 1, 13, "exponential"),
+    ('match($a, "(.|x)*y")', 1, 12, "exponential"),
     ("max(1)", 1, 6, "unexpected ')'"),
     ("(1", 1, 3, "')'"),
 ])
