@@ -50,7 +50,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from grid_tasks.errors import ConfigError
-from grid_tasks.rsl.evaluate import DEFAULT_MAX_SUBSTITUTION
+from grid_tasks.limits import DEFAULT_MAX_SUBSTITUTION
 from grid_tasks.security.config import RedisTLS, SigningSettings, flag, gridmap_from_env
 
 PREFIX = "GRID_TASKS_"

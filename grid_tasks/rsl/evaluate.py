@@ -26,13 +26,13 @@ from __future__ import annotations
 from collections import ChainMap
 from typing import Mapping, MutableMapping
 
+from grid_tasks.limits import DEFAULT_MAX_SUBSTITUTION
 from grid_tasks.rsl.ast import Boolean, Concat, Literal, Relation, Sequence, Spec, Value, Variable
 from grid_tasks.rsl.errors import GramError, RSLError
 
 SUBSTITUTION_KEY = "rslsubstitution"
 
 #: The default budget of one evaluation, in bytes (the ``GRID_TASKS_RSL_MAX_SUBSTITUTION`` setting).
-DEFAULT_MAX_SUBSTITUTION = 1 << 20
 
 #: The variables a GRAM job manager defines for every job (values come from the caller).
 STANDARD_VARIABLES = (

@@ -14,11 +14,6 @@ from grid_tasks.selftest.bounds import MilBacktracking, RslDoubling
 from grid_tasks.selftest.registry import ATTACKS
 from grid_tasks.selftest.runner import run_attacks
 
-#: Bounded by issue 20's RSL cap and MIL regex check, which land in grid_tasks.rsl/mil
-#: on another branch: until then these rows say MISS (their check is a time bound).
-BOUNDS = {RslDoubling.name, MilBacktracking.name}
-
-
 def test_list_names_every_attack() -> None:
     result = CliRunner().invoke(main, ["selftest", "--security", "--list"])
     assert result.exit_code == 0
@@ -38,17 +33,15 @@ def test_unknown_attack_weakening_and_both_flags_are_clear_errors() -> None:
 def test_every_attack_is_refused_on_a_private_grid(tmp_path) -> None:
     rows = {row.attack: row for row in run_attacks(state_dir=tmp_path)}
     assert list(rows) == list(ATTACKS)
-    misses = {name: row.happened for name, row in rows.items()
-              if not row.ok and name not in BOUNDS}
+    misses = {name: row.happened for name, row in rows.items() if not row.ok}
     assert misses == {}
     expected = "skipped" if os.geteuid() != 0 else "ok"
     assert rows["job-stdin-root-file"].verdict == expected
     assert all(row.verdict == "ok" for name, row in rows.items()
-               if name not in BOUNDS | {"job-stdin-root-file"})
-    late = {name: rows[name].happened for name in BOUNDS if not rows[name].ok}
-    if late:  # still observed, not assumed: the row says what the gatekeeper did
-        assert all(" s" in text for text in late.values())
-        pytest.xfail(f"unbounded input not refused yet (RSL cap / MIL check): {late}")
+               if name != "job-stdin-root-file")
+    # the bounds are refused, not merely survived: the rows say with which error
+    assert "RSL_EVALUATION_FAILED" in rows[RslDoubling.name].happened
+    assert "refused" in rows[MilBacktracking.name].happened
 
 
 def test_a_node_accepting_unsigned_messages_is_caught(tmp_path) -> None:
