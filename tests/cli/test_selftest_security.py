@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 
-import pytest
 from click.testing import CliRunner
 
 from grid_tasks.cli import main
