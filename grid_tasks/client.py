@@ -13,84 +13,17 @@ environment); no global Celery app is used.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any
 
 from grid_tasks.errors import ConfigError, GridTasksError, NotFoundError
 from grid_tasks.gram.door import CANCEL, DEFAULT_TIMEOUT_S, SUBMIT, ask
 from grid_tasks.gram.errors import JobFinishedError, JobRefusedError, WaitTimeoutError
+from grid_tasks.gram.status import HistoryEntry, JobStatus
 from grid_tasks.settings import Settings
-from grid_tasks.states import JobState, MauiJobState
+from grid_tasks.states import JobState
 
 __all__ = ["Grid", "HistoryEntry", "JobHandle", "JobStatus", "JobFinishedError",
            "JobRefusedError", "NotFoundError", "WaitTimeoutError"]
-
-
-@dataclass(frozen=True)
-class JobStatus:
-    """A snapshot of one job: GRAM and Maui state, why, exit codes, times, nodes."""
-
-    id: int
-    contact: str | None
-    rm: str | None
-    state: JobState
-    maui_state: MauiJobState
-    reason: str | None = None
-    gram_error: str | None = None
-    gram_error_code: int | None = None
-    exit_code: int | None = None
-    exit_codes: dict[str, int] = field(default_factory=dict)
-    submit_time: datetime | None = None
-    start_time: datetime | None = None
-    end_time: datetime | None = None
-    nodes: dict[str, int] = field(default_factory=dict)
-    user: str | None = None
-
-    @property
-    def terminal(self) -> bool:
-        return self.state.terminal
-
-    @classmethod
-    def from_row(cls, row: Any) -> "JobStatus":
-        request = row.request or {}
-        return cls(row.id, row.contact, row.rm, JobState(row.state), MauiJobState(row.maui_state),
-                   row.failure_reason, row.gram_error, row.gram_error_code, row.exit_code,
-                   dict(request.get("exit_codes") or {}), row.submit_time, row.start_time,
-                   row.end_time, dict(row.nodes_allocated or {}), row.user)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "JobStatus":
-        """The inverse of :meth:`to_dict` (a gatekeeper's answer)."""
-        values = dict(data)
-        for name in ("submit_time", "start_time", "end_time"):
-            if values.get(name):
-                values[name] = datetime.fromisoformat(values[name])
-        values["state"] = JobState(values["state"])
-        values["maui_state"] = MauiJobState(values["maui_state"])
-        return cls(**{k: v for k, v in values.items() if k in cls.__dataclass_fields__})
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form (times as ISO 8601)."""
-        out: dict[str, Any] = {}
-        for name in self.__dataclass_fields__:
-            value = getattr(self, name)
-            if isinstance(value, datetime):
-                value = value.isoformat()
-            elif isinstance(value, (JobState, MauiJobState)):
-                value = value.value
-            out[name] = value
-        return out
-
-
-@dataclass(frozen=True)
-class HistoryEntry:
-    """One recorded state change."""
-
-    from_state: JobState | None
-    to_state: JobState
-    reason: str | None
-    at: datetime
 
 
 class Grid:

@@ -19,6 +19,7 @@ from grid_tasks.gram.binding import bind as bind_reservation
 from grid_tasks.gram.binding import requested_reservation
 from grid_tasks.gram.errors import JobFinishedError, JobRefusedError
 from grid_tasks.gram.records import Outbox, finish
+from grid_tasks.gram.status import JobStatus
 from grid_tasks.states import JobState, MauiJobState
 
 #: Walltime of a job whose RSL gives neither maxWallTime nor maxTime (seconds).
@@ -204,7 +205,6 @@ def cancel_job(grid: Any, job_id: int, *, rm: str | None = None,
 
     At a gatekeeper (``rm`` given) the job must be that RM's, and with a grid map
     only its owner, as verified (``identity``), or an ``admin`` may cancel it."""
-    from grid_tasks.client import JobStatus
     from grid_tasks.db import session_scope
     from grid_tasks.gram.keys import CANCEL_TTL_S, cancel_key
 
