@@ -21,7 +21,6 @@ import datetime as dt
 import os
 import shutil
 import tempfile
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -33,6 +32,7 @@ import redis
 from grid_tasks import db
 from grid_tasks.client import Grid
 from grid_tasks.db.models import CoallocatedJob, Job
+from grid_tasks.faults.harness import FaultGrid, until
 from grid_tasks.security.config import SigningSettings
 from grid_tasks.security.errors import Unauthorized
 from grid_tasks.security.role_keys import init_role_key, subject_of
@@ -73,7 +73,6 @@ class DoorGrid:
 
 @pytest.fixture(scope="module")
 def door_grid(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DoorGrid]:
-    from grid_tasks.faults.harness import FaultGrid
     from grid_tasks.selftest.account import throwaway_account
 
     base = tmp_path_factory.mktemp("door")
@@ -100,16 +99,6 @@ def _rows(grid: Grid, job_id: int) -> tuple[Any, list[Any]]:
         gram = session.query(Job).filter(Job.coallocation_id == job_id).all()
         return ((row.owner, JobState(row.state)),
                 sorted((j.coallocation_label, j.owner, j.user) for j in gram))
-
-
-def _until(check: Any, timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = check()
-        if found:
-            return found
-        time.sleep(0.2)
-    raise AssertionError(f"not within {timeout} s: {what}")
 
 
 def test_alices_job_runs_to_done_owned_by_her_verified_subject(door_grid):
@@ -148,14 +137,17 @@ def test_an_unmapped_subject_is_refused_and_nothing_is_stored(door_grid):
 
 def test_mallory_cannot_cancel_or_change_alices_job_but_alice_can(door_grid):
     dg = door_grid
-    sleep = ('(arguments="60")')
+    sleep = '(arguments="60")'
     rsl = "+" + dg.component("rmA", "a", "/bin/sleep", "strict-barrier", sleep) + \
         dg.component("rmB", "b", "/bin/sleep", "strict-barrier", sleep)
     with dg.client("alice") as grid:
         job = grid.job_request(rsl, barrier_timeout=120)
         # the chord's headers submit both subjobs at their gatekeepers, for alice
-        gram = _until(lambda: (lambda g: g if len(g) == 2 else None)(_rows(grid, job.id)[1]),
-                      60, "both subjobs submitted by their headers")
+        def both_submitted() -> list[Any] | None:
+            found = _rows(grid, job.id)[1]
+            return found if len(found) == 2 else None
+
+        gram = until(both_submitted, 60, "both subjobs submitted by their headers")
         assert [(label, owner) for label, owner, _ in gram] == [("a", ALICE), ("b", ALICE)]
     with dg.client("mallory") as grid:
         for attempt in (lambda: grid.job_cancel(job.id),
@@ -174,6 +166,6 @@ def test_mallory_cannot_cancel_or_change_alices_job_but_alice_can(door_grid):
         assert [s.label for s in after.subjobs] == ["a"]
         cancelled = grid.job_cancel(job.id)
         assert cancelled.state is JobState.FAILED and cancelled.barrier == "cancelled"
-        _until(lambda: all(grid.status(j.gram_job).state.terminal
+        until(lambda: all(grid.status(j.gram_job).state.terminal
                            for j in grid.subjob_states(job.id).subjobs
                            if j.gram_job is not None), 30, "alice's subjobs cancelled")
