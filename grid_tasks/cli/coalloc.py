@@ -50,7 +50,11 @@ def _show(status: Any, as_json: bool) -> None:
 @click.group(epilog=EPILOG)
 def coalloc() -> None:
     """Coallocated (DUROC) jobs: one GRAM subjob per component of a '+' multi-request,
-    released together through a start barrier."""
+    released together through a start barrier.
+
+    Submit, add, delete, release and cancel are signed requests to the scheduler
+    (`grid-tasks worker --scheduler`): the job belongs to whoever signed the submit,
+    and with a grid map only its owner may change or cancel it."""
 
 
 @coalloc.command()

@@ -1,8 +1,10 @@
 """The DUROC control side: a multi-request becomes a Celery chord of subjob watchers.
 
-``job_request`` stores one ``CoallocatedJob`` row with a ``Subjob`` row per component,
-creates the job's coordination store and sends a flat chord: one ``grid_tasks.duroc.
-tasks.watch_subjob`` header task per barrier subjob, routed to its RM's gatekeeper
+A client asks the scheduler through the door (:mod:`grid_tasks.duroc.control_door`);
+the scheduler worker's ``request_here`` stores one ``CoallocatedJob`` row with a
+``Subjob`` row per component, creates the job's coordination store and sends a flat
+chord: one ``grid_tasks.duroc.tasks.watch_subjob`` header task per barrier subjob,
+vouching for the job's owner at its gatekeeper, routed to its RM's gatekeeper
 queue, submits the subjob through GRAM (idempotently) and completes when all its
 processes are in the barrier.  The barrier is auto-release: the store opens it in the
 very entry (or deletion) that completes it; the watchers and the chord body
@@ -20,7 +22,6 @@ chord); acks-late makes a gatekeeper killed mid-header get the very message back
 
 from __future__ import annotations
 
-import getpass
 import logging
 import time
 from typing import Any
@@ -33,6 +34,7 @@ from grid_tasks.duroc.control_rows import (
     detach as _detach, insert_coallocation, labels as _labels, link_subjob,
     retrying as _retrying, submission_facts,
 )
+from grid_tasks.duroc.control_door import DoorRequests, DoorService
 from grid_tasks.duroc.control_structure import StructureChanges
 from grid_tasks.duroc.control_watch import HeaderSteps
 from grid_tasks.duroc.errors import CoallocFinishedError, CoallocRequestError
@@ -50,8 +52,10 @@ from grid_tasks.states import JobState, SubjobStartType
 log = logging.getLogger(__name__)
 
 
-class Coallocator(HeaderSteps, StructureChanges):
-    """DUROC control operations over one :class:`~grid_tasks.client.Grid`."""
+class Coallocator(HeaderSteps, StructureChanges, DoorRequests, DoorService):
+    """DUROC control operations over one :class:`~grid_tasks.client.Grid`: a client's
+    requests go through the door (:mod:`grid_tasks.duroc.control_door`); the
+    ``*_here`` methods are what the scheduler worker runs for them."""
 
     def __init__(self, grid: Any) -> None:
         self.grid = grid
@@ -65,13 +69,15 @@ class Coallocator(HeaderSteps, StructureChanges):
             self._store = CoordinationStore.from_settings(self.grid.settings)
         return self._store
 
-    # -- request ------------------------------------------------------------------------
-    def job_request(self, rsl: str, *, user: str | None = None,
-                    barrier_timeout: float = DEFAULT_BARRIER_TIMEOUT_S,
-                    variables: dict[str, str] | None = None, source: str = "<rsl>",
-                    lowered: list[Any] | None = None) -> int:
-        """Store and start a coallocated job; its id (see :meth:`Grid.job_request`).
-        ``lowered``: ``rsl`` lowered already (with ``variables``), not parsed again."""
+    # -- request (run by the scheduler worker: see control_door) -----------------------
+    def request_here(self, rsl: str, *, owner: str, account: str | None = None,
+                     barrier_timeout: float = DEFAULT_BARRIER_TIMEOUT_S,
+                     variables: dict[str, str] | None = None, source: str = "<rsl>",
+                     lowered: list[Any] | None = None) -> int:
+        """Store and start a coallocated job owned by ``owner`` (the verified
+        submitter); its id.  ``account``: the local account its subjobs ask for (the
+        grid map's first by default); ``lowered``: ``rsl`` lowered already (with
+        ``variables``), not parsed again."""
         from grid_tasks.rsl import lower
 
         if not barrier_timeout or barrier_timeout <= 0:
@@ -82,19 +88,21 @@ class Coallocator(HeaderSteps, StructureChanges):
         deadline = time.time() + float(barrier_timeout)
         with session_scope(self.grid.sessions) as session:
             _check_rms(session, subs)
-            job_id = insert_coallocation(session, rsl, user or getpass.getuser(),
-                                         barrier_timeout, subs, labels)
+            job_id = insert_coallocation(session, rsl, owner, barrier_timeout, subs, labels)
         sid = store_id(job_id)
         self.store.create_job(sid, [SubjobSpec(label, sub.count, sub.start_type, sub.comms_type)
                                     for sub, label in zip(subs, labels)],
                               ttl_s=float(barrier_timeout) + 24 * 3600, auto_release=True)
         self.store.grant_access(sid, scripts_loaded=True,  # by create_job
                                 remember=(URL_KEY.format(job_id), int(barrier_timeout) + 24 * 3600))
-        self._start(job_id, [(a, sub) for a, sub in enumerate(subs)], deadline)
+        self._start(job_id, [(a, sub) for a, sub in enumerate(subs)], deadline,
+                    owner=owner, account=account)
         return job_id
 
-    def _start(self, job_id: int, subs: list[tuple[int, Any]], deadline: float) -> None:
-        """Submit no-barrier subjobs now; send the chord of watchers for the rest."""
+    def _start(self, job_id: int, subs: list[tuple[int, Any]], deadline: float, *,
+               owner: str, account: str | None) -> None:
+        """Submit no-barrier subjobs now; send the chord of watchers for the rest, each
+        vouching for ``owner`` at its gatekeeper (this worker signs as a scheduler)."""
         from celery import chord
 
         from grid_tasks.duroc import tasks
@@ -102,11 +110,12 @@ class Coallocator(HeaderSteps, StructureChanges):
         watched = [(a, s) for a, s in subs if s.start_type is not SubjobStartType.NO_BARRIER]
         for address, sub in subs:
             if sub.start_type is SubjobStartType.NO_BARRIER:
-                self.ask_submit(job_id, address, sub.rm_contact)
+                self.ask_submit(job_id, address, sub.rm_contact, owner, account)
         if not watched:
             self.release_step(job_id)
             return
-        header = [tasks.watch_signature(self.grid.app, job_id, a, s.rm_contact, deadline)
+        header = [tasks.watch_signature(self.grid.app, job_id, a, s.rm_contact, deadline,
+                                        submitter=owner, account=account)
                   for a, s in watched]
         body = tasks.release_signature(self.grid.app, job_id)
         body.link_error(tasks.failed_signature(self.grid.app, job_id))
@@ -117,14 +126,15 @@ class Coallocator(HeaderSteps, StructureChanges):
 
     # -- subjob submission and watching (run by the header tasks) -------------------------
     def submit_subjob(self, job_id: int, address: int, iterate: bool = False,
-                      url: bytes | None = None,
-                      identity: str | None = None) -> tuple[int, bool]:
+                      url: bytes | None = None, identity: str | None = None,
+                      account: str | None = None) -> tuple[int, bool]:
         """Submit subjob ``address`` through GRAM once (idempotent): (its GRAM job id,
         stored by this call).  The GRAM job is stored linked to its subjob, in one
         transaction; a retry after a failure in between links it then.  ``iterate``:
         run the RM's iteration here at once instead of triggering it (a header task, in
         its gatekeeper: the subjob's start then waits for no other task).  ``identity``:
-        the submitter as its gatekeeper verified it (mapped through its grid map)."""
+        the submitter as its gatekeeper verified it (mapped through its grid map);
+        ``account``: the local account asked for (the grid map's first by default)."""
         from grid_tasks.gram.records import Outbox
         from grid_tasks.gram.submission import store_submission
         from grid_tasks.rsl import lower
@@ -134,7 +144,7 @@ class Coallocator(HeaderSteps, StructureChanges):
             sub = submission_facts(session, job_id, address)
         if sub.gram_job_id is not None:
             return int(sub.gram_job_id), False
-        rsl, rm, label, owner = sub.rsl, sub.rm, sub.label or str(address), sub.owner
+        rsl, rm, label = sub.rsl, sub.rm, sub.label or str(address)
         left = sub.barrier_timeout or DEFAULT_BARRIER_TIMEOUT_S
         if url is None:  # (a header task has read it already: note_delivery)
             url = self.store.client.get(URL_KEY.format(job_id))
@@ -152,7 +162,7 @@ class Coallocator(HeaderSteps, StructureChanges):
         # job's events then go with the iteration lock's round trip
         held = Outbox() if iterate and rm else None
         gram_id, stored, _ = store_submission(
-            self.grid, rsl, request, rm, {"user": owner}, extra_env=env,
+            self.grid, rsl, request, rm, {"user": account}, extra_env=env,
             idempotency_key=f"duroc-{job_id}-{address}", coallocation=(job_id, label),
             within=link, hold=held, identity=identity)
         if stored and held is not None:
@@ -168,12 +178,16 @@ class Coallocator(HeaderSteps, StructureChanges):
         self._cancel_if_gone(job_id, address, gram_id)
         return gram_id, stored
 
-    def ask_submit(self, job_id: int, address: int, rm: str) -> int:
-        """Have ``rm``'s gatekeeper submit a no-barrier subjob for us; its GRAM job id."""
+    def ask_submit(self, job_id: int, address: int, rm: str, owner: str | None = None,
+                   account: str | None = None) -> int:
+        """Have ``rm``'s gatekeeper submit a no-barrier subjob for ``owner`` (vouched for
+        by this scheduler worker); its GRAM job id."""
         from grid_tasks.duroc.tasks import SUBMIT_SUBJOB
         from grid_tasks.gram.door import ask
 
-        reply = ask(self.grid.app, SUBMIT_SUBJOB, rm, {"job": job_id, "address": address},
+        reply = ask(self.grid.app, SUBMIT_SUBJOB, rm,
+                    {"job": job_id, "address": address, "submitter": owner,
+                     "account": account},
                     shadow=f"duroc-submit coalloc-{job_id}/{address} on {rm}")
         return int(reply["gram_job"])
 
@@ -284,17 +298,17 @@ class Coallocator(HeaderSteps, StructureChanges):
             return "coordination state lost"
         return snap.reason or "a subjob watcher failed"
 
-    def job_cancel(self, job: int | str) -> CoallocStatus:
-        """Cancel the whole job at any stage; CoallocFinishedError once it has ended."""
+    def cancel_here(self, job: int | str) -> int:
+        """Cancel the whole job at any stage; its id.  CoallocFinishedError once ended."""
         job_id = self._existing(job)
         if not self.terminate(job_id, "cancelled by user", SqlBarrier.CANCELLED):
             raise CoallocFinishedError(f"coallocated job {job_id} has ended already")
-        return self.subjob_states(job_id)
+        return job_id
 
-    def barrier_release(self, job: int | str, wait_for_subjobs: bool = True,
-                        timeout: float | None = None) -> CoallocStatus:
+    def release_here(self, job: int | str, wait_for_subjobs: bool = True,
+                     timeout: float | None = None) -> int:
         """Release the barrier: waiting (up to ``timeout``) for every barrier subjob to be
-        in, or at once (BarrierNotReadyError when some are not)."""
+        in, or at once (BarrierNotReadyError when some are not); the job's id."""
         job_id = self._existing(job)
         sid = store_id(job_id)
         if wait_for_subjobs:
@@ -304,7 +318,7 @@ class Coallocator(HeaderSteps, StructureChanges):
         if self.release_step(job_id) is False:
             raise CoallocFinishedError(f"coallocated job {job_id} was aborted: "
                                        f"{self.failure_reason(job_id)}")
-        return self.subjob_states(job_id)
+        return job_id
 
     # -- observation ------------------------------------------------------------------------
     def subjob_states(self, job: int | str) -> CoallocStatus:

@@ -1,5 +1,6 @@
 """Structure changes of a coallocated job until its barrier is released: DUROC's
-``subjob_add`` and ``subjob_delete`` (a mixin of :class:`~grid_tasks.duroc.control.Coallocator`)."""
+``subjob_add`` and ``subjob_delete`` as the scheduler worker runs them (a mixin of
+:class:`~grid_tasks.duroc.control.Coallocator`)."""
 
 from __future__ import annotations
 
@@ -10,23 +11,26 @@ from grid_tasks.duroc.control_rows import (
     DEFAULT_BARRIER_TIMEOUT_S, check_rms, coalloc_row, detach, labels as labels_for,
     new_subjob_row,
 )
-from grid_tasks.duroc.records import CoallocStatus, store_id
+from grid_tasks.duroc.records import store_id
 from grid_tasks.duroc.store_models import SubjobSpec
 from grid_tasks.states import SubjobStartType
 
 
 class StructureChanges:
-    """``subjob_add``/``subjob_delete``; the Coallocator provides grid, store and the rest."""
+    """DUROC's ``subjob_add``/``subjob_delete`` as the scheduler worker runs them (the
+    client asks through the door, :mod:`grid_tasks.duroc.control_door`); the
+    Coallocator provides grid, store and the rest."""
 
     grid: Any
     store: Any
     ask_submit: Any
 
-    def subjob_add(self, job: int | str, rsl: str, *, variables: dict[str, str] | None = None,
-                   source: str = "<rsl>") -> list[str]:
+    def add_here(self, job: int | str, rsl: str, *, owner: str | None,
+                 variables: dict[str, str] | None = None, source: str = "<rsl>") -> list[str]:
         """Add the request's component(s) to the job before release; their labels.
 
-        They join the same barrier.  StructureFrozenError after release or abort.
+        They join the same barrier; their watchers vouch for the job's ``owner`` at
+        their gatekeepers.  StructureFrozenError after release or abort.
         """
         from grid_tasks.duroc import tasks
         from grid_tasks.rsl import lower
@@ -46,16 +50,16 @@ class StructureChanges:
             with session_scope(self.grid.sessions) as session:
                 session.add(new_subjob_row(job_id, info.address, label, sub))
             if sub.start_type is SubjobStartType.NO_BARRIER:
-                self.ask_submit(job_id, info.address, sub.rm_contact)
+                self.ask_submit(job_id, info.address, sub.rm_contact, owner)
             else:  # its own watcher: its failure takes the same error path as the chord's
                 sig = tasks.watch_signature(self.grid.app, job_id, info.address,
-                                            sub.rm_contact, deadline)
+                                            sub.rm_contact, deadline, submitter=owner)
                 detach(sig.apply_async(
                     link_error=tasks.failed_signature(self.grid.app, job_id)))
         return labels
 
-    def subjob_delete(self, job: int | str, label: str) -> CoallocStatus:
-        """Delete a subjob before release (its GRAM job is cancelled); the new snapshot."""
+    def delete_here(self, job: int | str, label: str) -> int:
+        """Delete a subjob before release (its GRAM job is cancelled); the job's id."""
         job_id = self._existing(job, changing=True)
         self.store.delete_subjob(store_id(job_id), label)
         with session_scope(self.grid.sessions) as session:
@@ -65,5 +69,4 @@ class StructureChanges:
                 session.delete(row)
         if gram_id is not None:
             self._cancel_gram(gram_id)
-        return self.subjob_states(job_id)
-
+        return job_id

@@ -58,11 +58,13 @@ class HeaderSteps:
 
     def watch_step(self, job_id: int, address: int, deadline: float, slice_s: float = 1.0,
                    url: bytes | None = None, info: Any = _UNREAD,
-                   identity: str | None = None) -> dict[str, Any] | None:
+                   identity: str | None = None,
+                   account: str | None = None) -> dict[str, Any] | None:
         """One bounded step of a header task: a result, None (call again), or an error.
         ``url``: the job's runtime URL if already read (else the submission reads it);
         ``info``: the subjob's barrier info if already read (:meth:`first_look`);
-        ``identity``: the verified submitter, authorized at this gatekeeper."""
+        ``identity``: the verified submitter, authorized at this gatekeeper;
+        ``account``: the local account it asked for (the grid map's first if None)."""
         sid = store_id(job_id)
         if info is _UNREAD:
             info = self._barrier_info(job_id, address)
@@ -72,7 +74,7 @@ class HeaderSteps:
             return {"address": address, "label": info.label, "entered": info.entered}
         try:
             gram_id, stored = self.submit_subjob(job_id, address, iterate=True, url=url,
-                                                 identity=identity)
+                                                 identity=identity, account=account)
         except CoallocFinishedError:
             if self._barrier_info(job_id, address) is None:  # deleted since the look above
                 return {"address": address, "deleted": True}

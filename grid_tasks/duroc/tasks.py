@@ -4,7 +4,11 @@ Routing (all by :class:`~grid_tasks.celery_app.GridRouter`, nothing spelled here
 
 * ``grid_tasks.duroc.tasks.watch_subjob`` carries ``rm`` -> the subjob RM's gatekeeper queue;
 * ``grid_tasks.duroc.tasks.release`` (the body) and ``...coalloc_failed`` (the
-  errback) -> the scheduler queue, like ``celery.accumulate``/``chord_unlock``.
+  errback) -> the scheduler queue, like ``celery.accumulate``/``chord_unlock``;
+* the door (:mod:`grid_tasks.duroc.control_door`): ``request``, ``add_subjobs``,
+  ``delete_subjob``, ``release_barrier`` and ``cancel``, a client's signed requests,
+  -> the scheduler queue (no ``rm``: a coallocated job spans RMs).  They answer as
+  data (:func:`grid_tasks.gram.door.answer`); the job's owner is the verified signer.
 
 The errback takes one positional argument (the failed task id), so Celery sends it
 as a task through the router instead of calling it inline inside the worker that
@@ -25,6 +29,11 @@ RELEASE = "grid_tasks.duroc.tasks.release"
 FAILED = "grid_tasks.duroc.tasks.coalloc_failed"
 SETTLE = "grid_tasks.duroc.tasks.settle"
 SUBMIT_SUBJOB = "grid_tasks.duroc.tasks.submit_subjob"
+REQUEST = "grid_tasks.duroc.tasks.request"
+ADD_SUBJOBS = "grid_tasks.duroc.tasks.add_subjobs"
+DELETE_SUBJOB = "grid_tasks.duroc.tasks.delete_subjob"
+RELEASE_BARRIER = "grid_tasks.duroc.tasks.release_barrier"
+CANCEL = "grid_tasks.duroc.tasks.cancel"
 #: Longest a header task waits for entries before re-queuing itself (seconds).
 SLICE_S = 0.5
 
@@ -44,7 +53,8 @@ def coallocator_for(app: Any) -> Any:
 @shared_task(name=WATCH, bind=True, acks_late=True, reject_on_worker_lost=True,
              max_retries=None, track_started=False)
 def watch_subjob(self: Any, *, rm: str, job: int, address: int, deadline: float,
-                slice_s: float = SLICE_S, submitter: str | None = None) -> dict[str, Any]:
+                slice_s: float = SLICE_S, submitter: str | None = None,
+                account: str | None = None) -> dict[str, Any]:
     """Chord header: submit one subjob through GRAM, finish when all its processes are in
     the barrier; fails (strict) when it cannot start or dies first.
 
@@ -52,23 +62,73 @@ def watch_subjob(self: Any, *, rm: str, job: int, address: int, deadline: float,
     a message whose worker died mid-task apart: the proof that acks-late did its job.
     """
     co = coallocator_for(self.app)
-    # the user who signed the chord; on later slices this gatekeeper vouches for it
+    # the job's owner, vouched for by the scheduler that sent the chord (on later
+    # slices by this gatekeeper, re-queuing the header)
     who = self.submitter(submitter)
     delivery = self.request.delivery_info or {}
     url, info = co.first_look(job, address, self.request.id, bool(delivery.get("redelivered")))
-    result = co.watch_step(job, address, deadline, slice_s, url=url, info=info, identity=who)
+    result = co.watch_step(job, address, deadline, slice_s, url=url, info=info, identity=who,
+                           account=account)
     if result is None:
         raise self.retry(countdown=0, kwargs={**(self.request.kwargs or {}), "submitter": who})
     return result
 
 
 @shared_task(name=SUBMIT_SUBJOB, bind=True)
-def submit_subjob(self: Any, *, rm: str, job: int, address: int) -> dict[str, Any]:
-    """A no-barrier subjob, submitted at its RM's gatekeeper for the verified submitter;
-    ``{"ok": {"gram_job": id}}`` or the refusal as data (:mod:`grid_tasks.gram.door`)."""
+def submit_subjob(self: Any, *, rm: str, job: int, address: int,
+                  submitter: str | None = None, account: str | None = None) -> dict[str, Any]:
+    """A no-barrier subjob, submitted at its RM's gatekeeper for the job's owner (the
+    ``submitter`` the scheduler vouches for); ``{"ok": {"gram_job": id}}`` or the
+    refusal as data (:mod:`grid_tasks.gram.door`)."""
     co = coallocator_for(self.app)
-    who = self.submitter()
-    return answer(lambda: {"gram_job": co.submit_subjob(job, address, identity=who)[0]})
+    who = self.submitter(submitter)
+    return answer(lambda: {"gram_job": co.submit_subjob(job, address, identity=who,
+                                                        account=account)[0]})
+
+
+# -- the door: a client's requests, served by the scheduler worker ---------------------
+@shared_task(name=REQUEST, bind=True)
+def coalloc_request(self: Any, *, rsl: str, barrier_timeout: float,
+                    account: str | None = None, variables: dict[str, str] | None = None,
+                    source: str = "<rsl>", submitter: str | None = None) -> dict[str, Any]:
+    """Store and start a coallocated job owned by the verified signer; ``{"ok": {"job":
+    id}}`` or the refusal as data (nothing stored then)."""
+    co, who = coallocator_for(self.app), self.submitter(submitter)
+    return answer(lambda: {"job": co.serve_request(
+        who, rsl, account=account, barrier_timeout=barrier_timeout, variables=variables,
+        source=source)})
+
+
+@shared_task(name=ADD_SUBJOBS, bind=True)
+def add_subjobs(self: Any, *, job: int, rsl: str, variables: dict[str, str] | None = None,
+                source: str = "<rsl>", submitter: str | None = None) -> dict[str, Any]:
+    """The owner adds subjobs before release; ``{"ok": {"labels": [...]}}``."""
+    co, who = coallocator_for(self.app), self.submitter(submitter)
+    return answer(lambda: {"labels": co.serve_add(who, job, rsl, variables=variables,
+                                                  source=source)})
+
+
+@shared_task(name=DELETE_SUBJOB, bind=True)
+def delete_subjob(self: Any, *, job: int, label: str,
+                  submitter: str | None = None) -> dict[str, Any]:
+    """The owner deletes a subjob before release; ``{"ok": {"job": id}}``."""
+    co, who = coallocator_for(self.app), self.submitter(submitter)
+    return answer(lambda: {"job": co.delete_here(co.owned(job, who)[0], label)})
+
+
+@shared_task(name=RELEASE_BARRIER, bind=True)
+def release_barrier(self: Any, *, job: int, submitter: str | None = None) -> dict[str, Any]:
+    """The owner releases the barrier now (BarrierNotReadyError unless every barrier
+    subjob is in: the client waits for that itself); ``{"ok": {"job": id}}``."""
+    co, who = coallocator_for(self.app), self.submitter(submitter)
+    return answer(lambda: {"job": co.release_here(co.owned(job, who)[0], False)})
+
+
+@shared_task(name=CANCEL, bind=True)
+def cancel(self: Any, *, job: int, submitter: str | None = None) -> dict[str, Any]:
+    """The owner cancels the whole job; ``{"ok": {"job": id}}``."""
+    co, who = coallocator_for(self.app), self.submitter(submitter)
+    return answer(lambda: {"job": co.cancel_here(co.owned(job, who)[0])})
 
 
 @shared_task(name=RELEASE, bind=True, max_retries=None)
@@ -107,12 +167,15 @@ def settle_signature(app: Any, job: int) -> Any:
         .set(**readable("duroc-settle", job=f"coalloc-{job}"))
 
 
-def watch_signature(app: Any, job: int, address: int, rm: str, deadline: float) -> Any:
-    """The header signature watching subjob ``address`` of ``job`` at ``rm``."""
+def watch_signature(app: Any, job: int, address: int, rm: str, deadline: float, *,
+                    submitter: str | None = None, account: str | None = None) -> Any:
+    """The header signature watching subjob ``address`` of ``job`` at ``rm``, for the
+    job's owner ``submitter`` (vouched for by the scheduler sending it)."""
     from grid_tasks.celery_app import readable
 
     return app.signature(WATCH, kwargs={"rm": rm, "job": job, "address": address,
-                                        "deadline": deadline}) \
+                                        "deadline": deadline, "submitter": submitter,
+                                        "account": account}) \
         .set(**readable("duroc-watch", job=f"coalloc-{job}/{address}", rm=rm))
 
 

@@ -9,10 +9,14 @@ Answers travel in the result backend as plain data: ``{"ok": {...}}`` or
 ``{"error": {"type", "message", "code", ...}}``.  A refusal is rebuilt into the
 typed error the client would have got locally, from a fixed list of error types
 (:data:`_ERRORS`): a name on the wire never selects arbitrary code to run.
+
+A coallocated (DUROC) job spans RMs: its door is the scheduler queue (:func:`ask`
+without an RM), served by the scheduler worker (``grid_tasks.duroc.tasks``).
 """
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 from typing import Any
 
@@ -48,7 +52,22 @@ def _rsl(d: dict[str, Any]) -> GridTasksError:
                     column=d.get("column"), source=d.get("source") or "<rsl>")
 
 
+def _lazy(module: str, name: str) -> Callable[[dict[str, Any]], GridTasksError]:
+    """A builder of ``module.name(message)``, imported only when such a refusal comes
+    (node daemons import this module and must not load the DUROC store's client)."""
+    def build(d: dict[str, Any]) -> GridTasksError:
+        return getattr(importlib.import_module(module), name)(d["message"])
+    return build
+
+
+_DUROC_ERRORS = {name: _lazy("grid_tasks.duroc.errors", name) for name in (
+    "CoallocRequestError", "CoallocFinishedError", "SubjobFailedError")}
+_STORE_ERRORS = {name: _lazy("grid_tasks.duroc.store_errors", name) for name in (
+    "JobNotFoundError", "SubjobNotFoundError", "StructureFrozenError", "BarrierAbortedError",
+    "BarrierNotReadyError", "BarrierTimeoutError")}
+
 _ERRORS: dict[str, Callable[[dict[str, Any]], GridTasksError]] = {
+    **_DUROC_ERRORS, **_STORE_ERRORS,
     "RSLError": _rsl,
     "JobRefusedError": lambda d: JobRefusedError(d["message"], code=d.get("code")),
     "JobFinishedError": lambda d: JobFinishedError(d["message"], code=d.get("code")),
@@ -83,24 +102,26 @@ def answer(call: Callable[[], dict[str, Any]]) -> dict[str, Any]:
         return {"error": error_to_wire(exc)}
 
 
-def ask(app: Any, task: str, rm: str, kwargs: dict[str, Any], *, shadow: str,
+def ask(app: Any, task: str, rm: str | None, kwargs: dict[str, Any], *, shadow: str,
         timeout: float = DEFAULT_TIMEOUT_S) -> dict[str, Any]:
-    """Send ``task`` to ``rm``'s gatekeeper and wait for its answer; the typed error
-    of a refusal, ConnectivityError when no gatekeeper answers in ``timeout``."""
+    """Send ``task`` to ``rm``'s gatekeeper (``rm`` None: to the scheduler queue, the
+    door of what spans RMs) and wait for its answer; the typed error of a refusal,
+    ConnectivityError when nobody answers in ``timeout``."""
     from celery.exceptions import TimeoutError as CeleryTimeout
 
-    result = app.send_task(task, kwargs={"rm": rm, **kwargs}, expires=timeout,
-                           shadow=shadow)
+    sent = kwargs if rm is None else {"rm": rm, **kwargs}
+    who, worker = ((f"{rm}'s gatekeeper (queue gram.{rm})", f"--rm {rm}") if rm is not None
+                   else ("the scheduler (queue scheduler)", "--scheduler"))
+    result = app.send_task(task, kwargs=sent, expires=timeout, shadow=shadow)
     try:
         reply = result.get(timeout=timeout, propagate=True, disable_sync_subtasks=False)
     except CeleryTimeout:
-        raise ConnectivityError(
-            f"no answer from {rm}'s gatekeeper (queue gram.{rm}) in {timeout:g} s: is "
-            f"`grid-tasks worker --rm {rm}` running?") from None
+        raise ConnectivityError(f"no answer from {who} in {timeout:g} s: is "
+                                f"`grid-tasks worker {worker}` running?") from None
     finally:
         result.forget()
     if not isinstance(reply, dict) or ("ok" not in reply and "error" not in reply):
-        raise GridTasksError(f"{rm}'s gatekeeper sent an answer this client cannot read")
+        raise GridTasksError(f"{who} sent an answer this client cannot read")
     if "error" in reply:
         raise error_from_wire(reply["error"])
     return dict(reply["ok"])

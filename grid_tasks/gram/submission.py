@@ -230,12 +230,9 @@ def _check_owner(grid: Any, row: JobRow, rm: str, identity: str | None,
                  admin: bool = False) -> None:
     """A gatekeeper acts on its own RM's jobs, for their owners only (with a grid map)
     or an administrator."""
-    from grid_tasks.security.authorization import gridmap_for
-    from grid_tasks.security.errors import Unauthorized
+    from grid_tasks.security.authorization import check_owner
 
     if row.rm != rm:
         raise NotFoundError(f"job {row.id} is not a job of {rm} (it is {row.rm}'s)")
-    if not admin and gridmap_for(grid.settings) is not None and identity != row.owner:
-        raise Unauthorized(f"job {row.id} on {rm} belongs to {row.owner!r}, not to "
-                           f"{identity or 'an unverified requester'!r}",
-                           identity=identity or "", rm=rm)
+    if not admin:
+        check_owner(grid.settings, row.owner, identity, f"job {row.id} on {rm}", rm=rm)

@@ -70,6 +70,19 @@ def authorize(settings: Any, identity: str, rm: str,
     return gridmap.authorize(identity, rm, account)
 
 
+def check_owner(settings: Any, owner: str | None, identity: str | None, what: str,
+                rm: str = "") -> None:
+    """Only ``what``'s owner, as verified (``identity``), may change it when a grid map
+    says who is who; a one-user grid (no grid map) lets anyone trusted.  Unauthorized
+    naming both otherwise (the gatekeepers' and the DUROC door's one rule)."""
+    from grid_tasks.security.errors import Unauthorized
+
+    if gridmap_for(settings) is not None and identity != owner:
+        raise Unauthorized(f"{what} belongs to {owner!r}, not to "
+                           f"{identity or 'an unverified requester'!r}",
+                           identity=identity or "", rm=rm)
+
+
 def local_identity() -> str:
     """``<login>@<host>``: the identity a local submitter presents by default."""
     try:

@@ -53,8 +53,17 @@ TASK_ROLES: dict[str, frozenset[Role]] = {
     "grid_tasks.reservation_tasks.set_reservation": frozenset({Role.OPERATOR, Role.SCHEDULER}),
     "grid_tasks.reservation_tasks.release_reservations": frozenset({Role.OPERATOR,
                                                                     Role.SCHEDULER}),
-    "grid_tasks.duroc.tasks.watch_subjob": frozenset({Role.USER, Role.SCHEDULER}),
-    "grid_tasks.duroc.tasks.submit_subjob": frozenset({Role.USER, Role.SCHEDULER}),
+    # the DUROC door: a user's coallocation requests at the scheduler (the owner is the
+    # verified signer; a scheduler may vouch for one)
+    "grid_tasks.duroc.tasks.request": frozenset({Role.USER, Role.SCHEDULER}),
+    "grid_tasks.duroc.tasks.add_subjobs": frozenset({Role.USER, Role.SCHEDULER}),
+    "grid_tasks.duroc.tasks.delete_subjob": frozenset({Role.USER, Role.SCHEDULER}),
+    "grid_tasks.duroc.tasks.release_barrier": frozenset({Role.USER, Role.SCHEDULER}),
+    "grid_tasks.duroc.tasks.cancel": frozenset({Role.USER, Role.SCHEDULER}),
+    # ... whose subjobs the scheduler then submits at each RM's gatekeeper, vouching for
+    # the job's owner (a user sending these directly would bypass the door)
+    "grid_tasks.duroc.tasks.watch_subjob": _SERVICES,
+    "grid_tasks.duroc.tasks.submit_subjob": _SERVICES,
     # wake-ups and settles: idempotent, they only make the owner look again
     "grid_tasks.scheduling.tasks.iterate": _ANYONE,
     "grid_tasks.duroc.tasks.settle": _ANYONE,

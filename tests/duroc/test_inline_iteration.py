@@ -61,12 +61,12 @@ def test_a_header_runs_its_rms_iteration_and_no_iterate_task_is_sent(
         registry.register(rm, node, {}, {}, "test", time.time())
     grid = Grid(settings)
     try:
-        job = grid.job_request(RSL, barrier_timeout=60)
-        co = grid.coallocator
+        co = grid.coallocator  # (as the scheduler worker serves a request)
+        job_id = co.request_here(RSL, owner="alice", barrier_timeout=60)
         broker.delete("scheduler")
         events = store.pubsub(ignore_subscribe_messages=True)
         events.psubscribe(f"{PREFIX}:*:events")
-        gram_a, stored = co.submit_subjob(job.id, 0, iterate=True)  # as a header does
+        gram_a, stored = co.submit_subjob(job_id, 0, iterate=True)  # as a header does
         state, nodes = _maui_state(grid, gram_a)
         assert stored and state is MauiJobState.STARTING and sum(nodes.values()) == 1
         # its PENDING is announced all the same (sent with the iteration lock's round trip)
@@ -77,12 +77,12 @@ def test_a_header_runs_its_rms_iteration_and_no_iterate_task_is_sent(
         assert _immediate(broker) == []  # scheduled here: no iterate task sent (the only
         # one queued is the lease watch an iteration that started a job always sends)
         assert sum(broker.llen(f"node.rmA.{n}") for n in nodes) == 1  # its launch waits
-        assert co.submit_subjob(job.id, 0, iterate=True) == (gram_a, False)  # idempotent
+        assert co.submit_subjob(job_id, 0, iterate=True) == (gram_a, False)  # idempotent
 
-        gram_b, _ = co.submit_subjob(job.id, 1)  # not a header: trigger, as ever
+        gram_b, _ = co.submit_subjob(job_id, 1)  # not a header: trigger, as ever
         assert _maui_state(grid, gram_b) == (MauiJobState.IDLE, {})
         assert _immediate(broker) == [("grid_tasks.scheduling.tasks.iterate", "rmB")]
-        co.job_cancel(job.id)
+        co.cancel_here(job_id)
         co.store.close()
     finally:
         grid.close()

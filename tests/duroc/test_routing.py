@@ -33,3 +33,27 @@ def test_errback_is_old_style_so_celery_sends_it_through_the_router(settings):
         assert not app.backend._errback_arity_greater(errback, 1)
     finally:
         app.close()
+
+
+DOOR = ("request", "add_subjobs", "delete_subjob", "release_barrier", "cancel")
+
+
+def test_the_door_is_the_scheduler_queue_and_users_may_knock(settings):
+    """A coallocated job spans RMs: its requests go to the scheduler queue, users may
+    send them; what the scheduler then does on their behalf stays its own."""
+    from grid_tasks.duroc import tasks
+    from grid_tasks.security.roles import Role, roles_for
+
+    app = create_app(settings)
+    try:
+        for name in DOOR:
+            task = f"grid_tasks.duroc.tasks.{name}"
+            assert app.amqp.router.route({}, task, (), {"job": 7})["queue"].name == "scheduler"
+            assert task in app.tasks
+            assert roles_for(task) == {Role.USER, Role.SCHEDULER}
+        for task in (tasks.RELEASE, tasks.FAILED, tasks.WATCH, tasks.SUBMIT_SUBJOB):
+            assert roles_for(task) == {Role.SCHEDULER}, task
+        watch = tasks.watch_signature(app, 7, 1, "rmB", 0.0, submitter="/CN=alice")
+        assert watch.kwargs["submitter"] == "/CN=alice"
+    finally:
+        app.close()
