@@ -72,9 +72,9 @@ TASK_ROLES: dict[str, frozenset[Role]] = {
     "grid_tasks.broker.rm_tasks.estimate": frozenset({Role.USER, Role.SCHEDULER}),
     "grid_tasks.broker.rm_tasks.reserve": frozenset({Role.USER, Role.SCHEDULER}),
     "grid_tasks.broker.rm_tasks.release": frozenset({Role.USER, Role.SCHEDULER}),
-    # Celery's own chord machinery, sent by whoever started the chord
-    "celery.chord_unlock": frozenset({Role.USER, Role.SCHEDULER}),
-    "celery.accumulate": frozenset({Role.USER, Role.SCHEDULER}),
+    # Celery's own chord machinery: only the scheduler starts chords (the DUROC door)
+    "celery.chord_unlock": _SERVICES,
+    "celery.accumulate": _SERVICES,
 }
 
 DEFAULT_ROLES: frozenset[Role] = _SERVICES
