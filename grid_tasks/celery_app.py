@@ -116,8 +116,10 @@ TASK_ROUTES: list[Any] = [
 ]
 
 
-#: Task modules not named ``tasks`` (the RM side of the metascheduler protocol).
-EXTRA_TASK_MODULES: tuple[str, ...] = ("grid_tasks.broker.rm_tasks",)
+#: Task modules not named ``tasks`` (the RM side of the metascheduler protocol, the
+#: gatekeeper's recording of node reports).
+EXTRA_TASK_MODULES: tuple[str, ...] = ("grid_tasks.broker.rm_tasks",
+                                       "grid_tasks.gram.report_tasks")
 
 
 def task_modules() -> list[str]:

@@ -15,7 +15,10 @@ Reusable by every package's tests:
   worker thread (``celery.contrib.testing.worker.start_worker``), stopped at teardown.
 * ``node_worker`` - ``start(rm, node, **env) -> Child``: a ``grid-tasks worker``
   subprocess, registered before it returns; every process is killed at teardown
-  and the test fails if any survives.
+  and the test fails if any survives.  Like every node daemon it gets no database
+  URL: a test that runs jobs on it needs the RM's gatekeeper (``gatekeeper_worker``).
+* ``gatekeeper_worker`` - ``start(rm="rmA", **env) -> Child``: a ``grid-tasks worker
+  --rm RM`` gatekeeper subprocess on ``settings``, which records what nodes report.
 * ``grid_tasks_command`` - argv prefix running ``grid-tasks`` with this interpreter.
 """
 
@@ -146,7 +149,9 @@ def node_worker(settings: Settings, grid_env: dict[str, str],
     def start(rm: str, node: str, wait: bool = True, **extra_env: str) -> Child:
         argv = _grid_tasks_command("worker", "--rm", rm, "--node", node, "-l", "WARNING",
                                    "--no-check")
-        child = supervisor.spawn(f"{rm}-{node}", argv, env={**grid_env, **extra_env})
+        env = {**grid_env, **extra_env}
+        env.pop("GRID_TASKS_DATABASE_URL", None)  # nodes hold no database credentials
+        child = supervisor.spawn(f"{rm}-{node}", argv, env=env)
         if wait:
             try:
                 registry.wait_alive([(rm, node)], timeout=30)
@@ -158,6 +163,22 @@ def node_worker(settings: Settings, grid_env: dict[str, str],
     pids = supervisor.all_pids()
     supervisor.stop_all(timeout=10)
     assert leftover(pids) == [], "worker processes survived teardown"
+
+
+@pytest.fixture
+def gatekeeper_worker(grid_env: dict[str, str], tmp_path: Path) -> Iterator[Callable[..., Child]]:
+    """``start(rm="rmA", **env)``: a ``grid-tasks worker --rm RM`` gatekeeper subprocess
+    (it records node daemons' reports and registrations in SQL)."""
+    supervisor = Supervisor(tmp_path / "gatekeeper-logs")
+
+    def start(rm: str = "rmA", **extra_env: str) -> Child:
+        argv = _grid_tasks_command("worker", "--rm", rm, "-l", "WARNING", "--no-check")
+        return supervisor.spawn(f"gatekeeper-{rm}", argv, env={**grid_env, **extra_env})
+
+    yield start
+    pids = supervisor.all_pids()
+    supervisor.stop_all(timeout=10)
+    assert leftover(pids) == [], "gatekeeper processes survived teardown"
 
 
 @pytest.fixture
