@@ -17,8 +17,9 @@ Reusable by every package's tests:
   subprocess, registered before it returns; every process is killed at teardown
   and the test fails if any survives.  Like every node daemon it gets no database
   URL: a test that runs jobs on it needs the RM's gatekeeper (``gatekeeper_worker``).
-* ``gatekeeper_worker`` - ``start(rm="rmA", **env) -> Child``: a ``grid-tasks worker
-  --rm RM`` gatekeeper subprocess on ``settings``, which records what nodes report.
+* ``gatekeeper_worker`` - ``start(*args, **env) -> Child``: a ``grid-tasks worker
+  --rm rmA`` gatekeeper subprocess on ``settings`` (or ``grid-tasks worker *args``, e.g.
+  ``--scheduler --gatekeepers``), which records what nodes report.
 * ``grid_tasks_command`` - argv prefix running ``grid-tasks`` with this interpreter.
 """
 
@@ -167,13 +168,15 @@ def node_worker(settings: Settings, grid_env: dict[str, str],
 
 @pytest.fixture
 def gatekeeper_worker(grid_env: dict[str, str], tmp_path: Path) -> Iterator[Callable[..., Child]]:
-    """``start(rm="rmA", **env)``: a ``grid-tasks worker --rm RM`` gatekeeper subprocess
-    (it records node daemons' reports and registrations in SQL)."""
+    """``start(*args, **env)``: a ``grid-tasks worker --rm rmA`` gatekeeper subprocess, or
+    ``grid-tasks worker *args`` (it records node daemons' reports and registrations)."""
     supervisor = Supervisor(tmp_path / "gatekeeper-logs")
 
-    def start(rm: str = "rmA", **extra_env: str) -> Child:
-        argv = _grid_tasks_command("worker", "--rm", rm, "-l", "WARNING", "--no-check")
-        return supervisor.spawn(f"gatekeeper-{rm}", argv, env={**grid_env, **extra_env})
+    def start(*args: str, **extra_env: str) -> Child:
+        argv = _grid_tasks_command("worker", *(args or ("--rm", "rmA")), "-l", "WARNING",
+                                   "--no-check")
+        return supervisor.spawn(f"gatekeeper-{len(supervisor.all_pids())}", argv,
+                                env={**grid_env, **extra_env})
 
     yield start
     pids = supervisor.all_pids()
