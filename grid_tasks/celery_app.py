@@ -118,9 +118,11 @@ TASK_ROUTES: list[Any] = [
 ]
 
 
-#: Task modules not named ``tasks`` (the RM side of the metascheduler protocol).
+#: Task modules not named ``tasks`` (the RM side of the metascheduler protocol, the
+#: gatekeeper's recording of node reports, administrative reservations).
 EXTRA_TASK_MODULES: tuple[str, ...] = ("grid_tasks.broker.rm_tasks",
-                                        "grid_tasks.reservation_tasks")
+                                       "grid_tasks.gram.report_tasks",
+                                       "grid_tasks.reservation_tasks")
 
 
 def task_modules() -> list[str]:

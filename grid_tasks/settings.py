@@ -161,6 +161,15 @@ class Settings:
         }
 
 
+def node_env(settings: Settings) -> dict[str, str]:
+    """The ``GRID_TASKS_*`` variables of a node daemon: ``settings`` without the database
+    URL.  Nodes hold no database credentials: they report to their RM's gatekeeper,
+    which records what they say (:mod:`grid_tasks.gram.report_tasks`)."""
+    env = settings.to_env()
+    del env[PREFIX + "DATABASE_URL"]
+    return env
+
+
 def _bad(name: str, value: str, why: str) -> ConfigError:
     return ConfigError(f"{PREFIX}{name}={value!r}: {why}", source="environment",
                        key=PREFIX + name)

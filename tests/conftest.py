@@ -15,7 +15,11 @@ Reusable by every package's tests:
   worker thread (``celery.contrib.testing.worker.start_worker``), stopped at teardown.
 * ``node_worker`` - ``start(rm, node, **env) -> Child``: a ``grid-tasks worker``
   subprocess, registered before it returns; every process is killed at teardown
-  and the test fails if any survives.
+  and the test fails if any survives.  Like every node daemon it gets no database
+  URL: a test that runs jobs on it needs the RM's gatekeeper (``gatekeeper_worker``).
+* ``gatekeeper_worker`` - ``start(*args, **env) -> Child``: a ``grid-tasks worker
+  --rm rmA`` gatekeeper subprocess on ``settings`` (or ``grid-tasks worker *args``, e.g.
+  ``--scheduler --gatekeepers``), which records what nodes report.
 * ``grid_tasks_command`` - argv prefix running ``grid-tasks`` with this interpreter.
 """
 
@@ -146,7 +150,9 @@ def node_worker(settings: Settings, grid_env: dict[str, str],
     def start(rm: str, node: str, wait: bool = True, **extra_env: str) -> Child:
         argv = _grid_tasks_command("worker", "--rm", rm, "--node", node, "-l", "WARNING",
                                    "--no-check")
-        child = supervisor.spawn(f"{rm}-{node}", argv, env={**grid_env, **extra_env})
+        env = {**grid_env, **extra_env}
+        env.pop("GRID_TASKS_DATABASE_URL", None)  # nodes hold no database credentials
+        child = supervisor.spawn(f"{rm}-{node}", argv, env=env)
         if wait:
             try:
                 registry.wait_alive([(rm, node)], timeout=30)
@@ -158,6 +164,24 @@ def node_worker(settings: Settings, grid_env: dict[str, str],
     pids = supervisor.all_pids()
     supervisor.stop_all(timeout=10)
     assert leftover(pids) == [], "worker processes survived teardown"
+
+
+@pytest.fixture
+def gatekeeper_worker(grid_env: dict[str, str], tmp_path: Path) -> Iterator[Callable[..., Child]]:
+    """``start(*args, **env)``: a ``grid-tasks worker --rm rmA`` gatekeeper subprocess, or
+    ``grid-tasks worker *args`` (it records node daemons' reports and registrations)."""
+    supervisor = Supervisor(tmp_path / "gatekeeper-logs")
+
+    def start(*args: str, **extra_env: str) -> Child:
+        argv = _grid_tasks_command("worker", *(args or ("--rm", "rmA")), "-l", "WARNING",
+                                   "--no-check")
+        return supervisor.spawn(f"gatekeeper-{len(supervisor.all_pids())}", argv,
+                                env={**grid_env, **extra_env})
+
+    yield start
+    pids = supervisor.all_pids()
+    supervisor.stop_all(timeout=10)
+    assert leftover(pids) == [], "gatekeeper processes survived teardown"
 
 
 @pytest.fixture

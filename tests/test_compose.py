@@ -153,7 +153,8 @@ def test_environment_is_valid_settings(compose):
             continue
         values = {k: _interpolate(str(v)) for k, v in env.items()}
         settings = Settings.from_env(values)  # a ConfigError here names the variable
-        assert settings.database_url.startswith("postgresql+psycopg://")
+        if "GRID_TASKS_DATABASE_URL" in values:  # all but node daemons (test below)
+            assert settings.database_url.startswith("postgresql+psycopg://")
         assert ":redis_password-value@redis:6379" in settings.redis_url
         assert settings.broker_url != settings.result_backend != settings.redis_url
 
@@ -319,3 +320,21 @@ def test_node_env_example_holds_the_node_key_only():
     assert f"AssertPathExists={signing.key}" in unit
     assert f"AssertPathExists={signing.cert_store}/scheduler" in unit
     assert "EnvironmentFile=/etc/grid_tasks/node.env" in unit
+
+
+def test_no_node_holds_database_credentials(compose):
+    """Node daemons report to their gatekeeper: no database URL, no wait on postgres;
+    everything else that runs grid_tasks still has the database."""
+    nodes = {name: s for name, s in _grid_services(compose).items()
+             if _expected_role(s) == "node"}
+    assert len(nodes) == 4
+    for name, service in nodes.items():
+        env = service.get("environment") or {}
+        assert "GRID_TASKS_DATABASE_URL" not in env, name
+        assert not any("postgres" in str(v) for v in env.values()), name
+        assert "postgres" not in (service.get("depends_on") or {}), name
+        assert "migrate" not in (service.get("depends_on") or {}), name
+    others = [s for s in _grid_services(compose).values() if _expected_role(s) != "node"]
+    assert others and all("GRID_TASKS_DATABASE_URL" in s["environment"] for s in others)
+    assert "GRID_TASKS_DATABASE_URL" not in _env_file(WORKERS / "node.env.example")
+    assert "DATABASE" not in (WORKERS / "grid-tasks-node@.service").read_text()

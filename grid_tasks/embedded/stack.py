@@ -35,7 +35,7 @@ from grid_tasks.private_files import open_private, private_dir
 from grid_tasks.security.config import SigningSettings
 from grid_tasks.security.role_keys import GridKeys, also_trust, ensure_grid_keys
 from grid_tasks.security.roles import Role
-from grid_tasks.settings import Settings, default_config_file, default_ttl
+from grid_tasks.settings import Settings, default_config_file, default_ttl, node_env
 from grid_tasks.topology import GridTopology, load_topology
 
 log = logging.getLogger(__name__)
@@ -189,10 +189,11 @@ class EmbeddedStack:
 
     def child_env(self, role: Role = Role.SCHEDULER, **extra: str) -> dict[str, str]:
         """Environment for a child process of ``role``: ours, minus stale GRID_TASKS_*,
-        plus the stack's settings with that role's key."""
+        plus the stack's settings with that role's key (a node's without the database)."""
         assert self.settings is not None
         env = {k: v for k, v in os.environ.items() if not k.startswith("GRID_TASKS_")}
-        env.update(self.settings.replace(signing=self.signing_for(role)).to_env())
+        mine = self.settings.replace(signing=self.signing_for(role))
+        env.update(node_env(mine) if role is Role.NODE else mine.to_env())
         env["PYTHONUNBUFFERED"] = "1"
         env.update(extra)
         return env

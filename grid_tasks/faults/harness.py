@@ -26,7 +26,7 @@ from grid_tasks.errors import GridTasksError
 from grid_tasks.private_files import private_dir
 from grid_tasks.security.role_keys import GridKeys, also_trust, ensure_grid_keys
 from grid_tasks.security.roles import Role
-from grid_tasks.settings import Settings, default_config_file
+from grid_tasks.settings import Settings, default_config_file, node_env
 from grid_tasks.topology import load_topology
 
 T = TypeVar("T")
@@ -146,11 +146,13 @@ class FaultGrid:
 
     # -- processes ---------------------------------------------------------------------
     def env(self, role: Role = Role.SCHEDULER, **extra: str) -> dict[str, str]:
-        """A child's environment: the grid's settings with ``role``'s key."""
+        """A child's environment: the grid's settings with ``role``'s key (a node's
+        without the database: nodes report to their gatekeeper)."""
         assert self.settings is not None, "start() the grid first"
         env = {k: v for k, v in os.environ.items() if not k.startswith("GRID_TASKS_")}
         assert self.keys is not None
-        env.update(self.settings.replace(signing=self.keys.signing(role)).to_env())
+        mine = self.settings.replace(signing=self.keys.signing(role))
+        env.update(node_env(mine) if role is Role.NODE else mine.to_env())
         env.update({"PYTHONUNBUFFERED": "1",
                     "GRID_TASKS_LAUNCH_TIMEOUT": repr(self.launch_timeout)})
         env.update(extra)

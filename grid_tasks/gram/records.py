@@ -28,6 +28,12 @@ class Outbox:
     #: coallocated (DUROC) jobs one of whose subjobs ended: their fate is settled after commit
     coallocations: set[int] = field(default_factory=set)
 
+    def merge(self, other: "Outbox") -> None:
+        """Add ``other``'s events and triggers to this outbox."""
+        self.events += other.events
+        self.rms |= other.rms
+        self.coallocations |= other.coallocations
+
     def flush(self, client: Any, app: Any = None) -> None:
         """(With an app) trigger the RMs' iterations and publish the events, in one
         round trip; then send the iteration tasks the triggers ask for."""

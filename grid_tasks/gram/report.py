@@ -1,9 +1,11 @@
-"""What job managers write: ACTIVE once per launch, and the job's end when all parts are in.
+"""What job managers report: ACTIVE once per launch, and the job's end when all parts are in.
 
 Each node's part lands in a Redis hash; the node whose part completes the hash
-(checked atomically in one MULTI) records DONE or FAILED in SQL with the exit
-codes, writes the accounting record and triggers the RM's iteration.  The SQL
-writes of one process's job managers are batched (:mod:`grid_tasks.gram.report_writer`).
+(checked atomically in one MULTI) reports DONE or FAILED with the exit codes.
+Reports go to the RM's gatekeeper as signed messages, batched per process
+(:mod:`grid_tasks.gram.report_sender`); the gatekeeper checks and records them in
+SQL, writes the accounting record and triggers the RM's iteration
+(:mod:`grid_tasks.gram.report_tasks`).  A node daemon holds no database credentials.
 """
 
 from __future__ import annotations
@@ -33,20 +35,18 @@ class NodeContext:
     app: Any
     settings: Any
     redis: Any
-    sessions: Any
     lease_interval: float
     lease_ttl: float
-    writer: Any = None  # the ReportWriter of this context (made on first report)
+    sender: Any = None  # the ReportSender of this context (made on first report)
 
-    def report_writer(self) -> Any:
-        """The batching SQL writer of this context's job manager reports."""
+    def reporter(self) -> Any:
+        """The batching sender of this context's job manager reports."""
         with _lock:
-            if self.writer is None:
-                from grid_tasks.gram.report_writer import ReportWriter
+            if self.sender is None:
+                from grid_tasks.gram.report_sender import ReportSender, send_reports
 
-                self.writer = ReportWriter(self.sessions, self.redis, self.app, _retrying,
-                                           redis_retrying)
-            return self.writer
+                self.sender = ReportSender(lambda batch: send_reports(self.app, batch))
+            return self.sender
 
 
 _contexts: dict[tuple[int, int], NodeContext] = {}
@@ -61,7 +61,6 @@ def lease_timing(settings: Any) -> tuple[float, float]:
 
 def node_context(app: Any) -> NodeContext:
     """The shared context of this process for ``app`` (made on first use)."""
-    from grid_tasks.db import get_engine, session_factory
     from grid_tasks.node.daemon import app_settings
     from grid_tasks.security.connections import redis_client
 
@@ -71,9 +70,8 @@ def node_context(app: Any) -> NodeContext:
         if ctx is None or ctx.app is not app:  # ids of closed apps get reused
             settings = app_settings(app)
             interval, ttl = lease_timing(settings)
-            ctx = _contexts[key] = NodeContext(
-                app, settings, redis_client(settings),
-                session_factory(get_engine(settings.database_url)), interval, ttl)
+            ctx = _contexts[key] = NodeContext(app, settings, redis_client(settings),
+                                               interval, ttl)
         return ctx
 
 
@@ -145,13 +143,13 @@ def report_started(ctx: NodeContext, req: Any, started: float | None = None) -> 
 
     first = redis_retrying(lease_and_claim)
     if first:
-        from grid_tasks.gram.report_writer import STARTED, Report
+        from grid_tasks.gram.report_sender import STARTED, Report
 
-        ctx.report_writer().write(Report(STARTED, req, started=started))
+        ctx.reporter().write(Report(STARTED, req, started=started))
 
 
 def report_finished(ctx: NodeContext, req: Any, part_json: str) -> None:
-    """Store this node's part; the last part in ends the job in SQL."""
+    """Store this node's part; the last part in reports the job's end."""
     parts = keys.parts_key(req.job_id, req.token)
 
     def store_part() -> Any:
@@ -166,6 +164,6 @@ def report_finished(ctx: NodeContext, req: Any, part_json: str) -> None:
     if len(everything) < req.nodes:
         return
     results = {k.decode(): json.loads(v) for k, v in everything.items()}
-    from grid_tasks.gram.report_writer import FINISHED, Report
+    from grid_tasks.gram.report_sender import FINISHED, Report
 
-    ctx.report_writer().write(Report(FINISHED, req, results))
+    ctx.reporter().write(Report(FINISHED, req, results))

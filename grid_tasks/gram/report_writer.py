@@ -1,19 +1,21 @@
-"""The SQL side of job managers' reports, written in batches: one transaction per batch.
+"""The SQL side of job managers' reports, written by the gatekeeper in batches.
 
-Every job manager of a node daemon used to write its ACTIVE and its end in a
-transaction of its own; with many short jobs the node daemons queued on the
-database's single writer lock most of the time (bench_gram).  A
-:class:`ReportWriter` per process takes every report waiting when it becomes
-free and writes them together: one SELECT of the rows, the same per-job checks
-as before (launch token, state), one commit, then the events and iteration
-triggers.  A caller still returns only once its report is committed (or raises
-why not), so job managers keep their order: started before finished.
+Node daemons hold no database credentials: their job managers' reports travel to
+the RM's gatekeeper as messages (:mod:`grid_tasks.gram.report_sender`, one message
+per batch) and the gatekeeper writes each batch here in one transaction: one SELECT
+of the rows, the per-job checks (the report's node and launch token against the
+job's own record, :mod:`grid_tasks.gram.report_checks`; its state), one commit,
+then the events and iteration triggers.
+
+Recording is idempotent: a repeated STARTED finds the job past PENDING, a repeated
+FINISHED finds it ended (the first ending stands) and its accounting record there,
+so a redelivered batch (acks late) changes nothing twice.
 """
 
 from __future__ import annotations
 
 import logging
-import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
@@ -25,109 +27,75 @@ from grid_tasks.db.models import Job as JobRow
 from grid_tasks.events import JobEvent
 from grid_tasks.gram.records import Outbox, mark_end
 from grid_tasks.gram.report_rows import Changes, JobView, load
+from grid_tasks.gram.report_sender import (  # noqa: F401 - the reports' one definition
+    FINISHED,
+    STARTED,
+    Report,
+)
 from grid_tasks.states import JobState
 
 log = logging.getLogger(__name__)
 
-#: Reports written per transaction at most (bounded IN lists, short write locks).
-MAX_BATCH = 200
-
-STARTED, FINISHED = "started", "finished"
+#: ``vet(report, row) -> reason or None``: a report refused is left out of its batch.
+Vet = Callable[[Report, Any], "str | None"]
 
 
 @dataclass
-class Report:
-    """One job manager's report: ``started`` on a node, or ``finished`` with all parts."""
+class Recorded:
+    """What recording a batch did: the outbox to flush, the refused reports (with why),
+    and those that failed for another reason (a bug, a bad value) with their error."""
 
-    kind: str
-    req: Any  # the LaunchRequest
-    results: dict[str, Any] = field(default_factory=dict)  # node -> part (finished)
-    started: float | None = None  # POSIX time the processes started (started)
-    done: threading.Event = field(default_factory=threading.Event)
-    error: BaseException | None = None
+    outbox: Outbox
+    refused: list[tuple[Report, str]] = field(default_factory=list)
+    failed: list[tuple[Report, BaseException]] = field(default_factory=list)
 
 
-class ReportWriter:
-    """Batches the reports of one process's job managers (see the module doc).
+def record(sessions: Any, batch: list[Report], retrying: Any, vet: Vet | None = None
+           ) -> Recorded:
+    """Write ``batch`` (:func:`write_reports`, retried by ``retrying``); when it fails for a
+    reason other than the database being away, each report on its own, so that one bad
+    report does not lose the others.  Raises only a transient database error."""
+    from grid_tasks.gram.report import transient_db_error
 
-    No thread of its own: the first caller that finds nobody writing writes, taking
-    every report queued meanwhile along with its own (no hand-off between threads,
-    which costs milliseconds on a busy interpreter); callers arriving during a write
-    wait for the next batch, written by one of them.
-    """
+    def attempt(reports: list[Report]) -> Recorded:
+        done = Recorded(Outbox())  # afresh per try: a retried batch refuses again
+        checked = None if vet is None else _noting(vet, done.refused)
+        done.outbox = write_reports(sessions, reports, checked)
+        return done
 
-    def __init__(self, sessions: Any, redis: Any, app: Any, retrying: Any,
-                 redis_retrying: Any) -> None:
-        self.sessions, self.redis, self.app = sessions, redis, app
-        self._retrying, self._redis_retrying = retrying, redis_retrying
-        self._pending: list[Report] = []
-        self._cond = threading.Condition()
-        self._writing = False
-
-    def write(self, report: Report) -> None:
-        """Queue ``report`` and return once it is committed; re-raises its failure."""
-        with self._cond:
-            self._pending.append(report)
-            while not report.done.is_set() and self._writing:
-                self._cond.wait()
-            lead = not report.done.is_set()
-            if lead:
-                self._writing = True
-        if lead:
-            try:
-                while not report.done.is_set():  # its own is in the first batch or next
-                    with self._cond:
-                        batch = self._pending[:MAX_BATCH]
-                        del self._pending[:MAX_BATCH]
-                    self._write_safely(batch)
-                    with self._cond:
-                        self._cond.notify_all()  # their reports are done
-            finally:
-                with self._cond:
-                    self._writing = False
-                    self._cond.notify_all()  # one of those still queued writes next
-        if report.error is not None:
-            raise report.error
-
-    def _write_safely(self, batch: list[Report]) -> None:
-        try:
-            self._write_batch(batch)
-        except BaseException as exc:  # noqa: BLE001 - every waiter must wake up
-            for report in batch:
-                if not report.done.is_set():
-                    report.error = exc
-                    report.done.set()
-            if not isinstance(exc, Exception):
-                raise
-
-    def _write_batch(self, batch: list[Report]) -> None:
-        try:
-            outbox = self._retrying(lambda: write_reports(self.sessions, batch))
-        except Exception:
-            if len(batch) == 1:
-                raise
-            # one bad report must not fail the others: each on its own, with its error
-            log.warning("batch of %d job reports failed; writing them one by one",
-                        len(batch), exc_info=True)
-            for report in batch:
-                try:
-                    self._write_batch([report])
-                except Exception as exc:  # noqa: BLE001 - handed to its waiter
-                    report.error = exc
-                    report.done.set()
-            return
-        try:
-            self._redis_retrying(lambda: outbox.flush(self.redis, self.app))
-        except Exception as exc:  # committed, but its events or triggers are lost: say so
-            for report in batch:
-                report.error = exc
-        finally:
-            for report in batch:
-                report.done.set()
+    try:
+        return retrying(lambda: attempt(batch))
+    except Exception as exc:
+        if transient_db_error(exc):
+            raise  # the database is away: the whole batch waits for it
+        if len(batch) == 1:
+            return Recorded(Outbox(), failed=[(batch[0], exc)])
+    log.warning("batch of %d job reports failed; writing them one by one", len(batch),
+                exc_info=True)
+    out = Recorded(Outbox())
+    for report in batch:
+        one = record(sessions, [report], retrying, vet)
+        out.outbox.merge(one.outbox)
+        out.refused += one.refused
+        out.failed += one.failed
+    return out
 
 
-def write_reports(sessions: Any, batch: list[Report]) -> Outbox:
+def _noting(vet: Vet, refused: list[tuple[Report, str]]) -> Vet:
+    def noted(report: Report, row: Any) -> str | None:
+        reason = vet(report, row)
+        if reason is not None:
+            refused.append((report, reason))
+        return reason
+
+    return noted
+
+
+def write_reports(sessions: Any, batch: list[Report], vet: Vet | None = None) -> Outbox:
     """Apply ``batch`` in one transaction; the outbox to flush after the commit.
+
+    ``vet`` sees each report with its job's row (None if unknown) first; a report it
+    gives a reason for is left out.  Without it an unknown job's report is ignored.
 
     The jobs are read as plain rows (:mod:`grid_tasks.gram.report_rows`), changed by the
     same state rules as ORM rows, and written back at the end, so the database's writer
@@ -143,6 +111,8 @@ def write_reports(sessions: Any, batch: list[Report]) -> Outbox:
         accounted = set(conn.execute(_ACCOUNTED, {"ids": ids}).scalars())
         for report in batch:
             row = rows.get(report.req.job_id)
+            if vet is not None and vet(report, row) is not None:
+                continue
             if row is None:
                 log.warning("report on unknown job %s ignored", report.req.job_id)
             elif report.kind == STARTED:

@@ -7,6 +7,10 @@ them; plain ``celery -A grid_tasks.celery_app worker`` reads them too).  It then
 consumes its node queue, registers its resources (as configured in the
 topology, else detected) and refreshes a heartbeat key with a TTL from a
 thread.  A worker with only ``GRID_TASKS_RM`` is that RM's gatekeeper.
+
+A node daemon holds no database credentials: its durable registration is a
+``record_node`` message to its RM's gatekeeper, which records it in SQL
+(:mod:`grid_tasks.gram.report_tasks`), as it records the job managers' reports.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ from typing import Any
 from celery import Celery, bootsteps
 from celery.worker import state as worker_state
 
-from grid_tasks.errors import GridTasksError, NotFoundError
+from grid_tasks.errors import GridTasksError
 from grid_tasks.node.registry import NodeRegistry
 from grid_tasks.node.resources import detect_resources, host_facts
 from grid_tasks.security.startup import check_node_account
@@ -144,8 +148,8 @@ class NodeDaemonStep(bootsteps.StartStopStep):
 
         def first() -> None:
             try:
-                record_when_ready(settings, rm, node, resources)
-            finally:  # after the SQL record: the iteration sees the node
+                send_registration(worker.app, rm, node, resources)
+            finally:  # the gatekeeper triggers the iteration again once it recorded it
                 changed("registered")
 
         self.heartbeat = Heartbeat(registry, rm, node, settings.heartbeat_interval,
@@ -186,51 +190,17 @@ def node_changed(app: Celery, rm: str, node: str, what: str) -> bool:
     return True
 
 
-def record_in_db(settings: Settings, rm: str, node: str, resources: dict[str, Any]) -> bool:
-    """Record the registration in SQL when the db package offers it.
+def send_registration(app: Celery, rm: str, node: str, resources: dict[str, Any]) -> None:
+    """Ask ``rm``'s gatekeeper to record this node's registration in SQL (fire and
+    forget: the gatekeeper waits for a database not prepared yet, and the message is
+    durable; publishing rides out a broker restarting, as job reports do)."""
+    from grid_tasks.celery_app import readable
+    from grid_tasks.gram.report_sender import PUBLISH_RETRY, RECORD_NODE
 
-    Liveness stays in Redis; this is the durable trace (registered_at, last_seen).
-    The node must already be in the database (``grid-tasks up`` / ``db`` sync the
-    topology); returns False when there is no db package.
-    """
-    try:
-        from grid_tasks import db
-    except ImportError:
-        return False
-    from datetime import datetime, timezone
-
-    factory = db.session_factory(db.get_engine(settings.database_url))
-    with db.session_scope(factory) as session:
-        db.record_node_seen(session, rm, node, resources, datetime.now(timezone.utc))
-    return True
-
-
-#: Seconds before each retry of the first SQL record while the database is not ready
-#: (not migrated, or the node not synced from the topology yet): a daemon may start
-#: before whoever prepares the database, as under ``grid-tasks up``.  About 30 s in all.
-RECORD_RETRY_DELAYS = (0.1, 0.2, 0.5, 1.0, 2.0, 3.0, 5.0, 5.0, 5.0, 8.0)
-
-
-def record_when_ready(settings: Settings, rm: str, node: str, resources: dict[str, Any],
-                      delays: tuple[float, ...] = RECORD_RETRY_DELAYS) -> bool:
-    """:func:`record_in_db`, retried while the database is not ready for it."""
-    for delay in (*delays, None):
-        try:
-            return record_in_db(settings, rm, node, resources)
-        except Exception as exc:
-            if delay is None or not _not_ready(exc):
-                raise
-            log.info("node %s/%s: database not ready (%s); recording again in %g s", rm, node,
-                     (str(exc).strip() or type(exc).__name__).splitlines()[0], delay)
-            time.sleep(delay)
-    return False
-
-
-def _not_ready(exc: BaseException) -> bool:
-    """A missing table (not migrated yet), node row (not synced yet) or connection."""
-    from sqlalchemy.exc import OperationalError
-
-    return isinstance(exc, (OperationalError, NotFoundError))
+    app.send_task(RECORD_NODE, kwargs={"rm": rm, "node": node, "resources": resources,
+                                       "at": time.time()},
+                  ignore_result=True, retry=True, retry_policy=PUBLISH_RETRY,
+                  **readable("register", rm=rm, node=node))
 
 
 def install(app: Celery) -> None:

@@ -35,6 +35,7 @@ PRELOAD = (
     "grid_tasks.duroc.control",
     "grid_tasks.duroc.store",
     "grid_tasks.gram.jobmanager",
+    "grid_tasks.gram.report_sender",
     "grid_tasks.gram.report_writer",
     "grid_tasks.gram.submission",
     "grid_tasks.scheduling.iteration",

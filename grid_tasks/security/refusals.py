@@ -1,7 +1,8 @@
 """Refused messages: one log line each, and a count per reason that metrics export.
 
 A worker refuses a message that is not signed, signed by a key it does not trust,
-tampered with, or signed by a role its task does not admit.  Each refusal is
+tampered with, or signed by a role its task does not admit; a gatekeeper refuses a
+node's report its own records do not vouch for (``bad_report``).  Each refusal is
 logged once, as one line naming the queue, the signer and the reason (no
 traceback: an attacker must not be able to flood the logs with them), and counted
 in the coordination store's hash :data:`REFUSED_KEY`, field = reason kind, which
@@ -24,7 +25,7 @@ _lock = threading.Lock()
 
 
 #: (text in the reason, its kind): the first that matches names a refusal's kind.
-_NEEDLES = (("unknown signer", "unknown_signer"), ("bad signature", "bad_signature"),
+_NEEDLES = (("bad report", "bad_report"), ("unknown signer", "unknown_signer"), ("bad signature", "bad_signature"),
             ("expired", "expired_certificate"), ("not signed", "unsigned"),
             ("untrusted content", "unsigned"), ("disallowed", "unsigned"),
             ("signed for task", "task_mismatch"), ("remote-control", "control"),

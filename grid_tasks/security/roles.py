@@ -8,7 +8,9 @@ only when the verified signer of its message holds a role that task admits.
   cancel, coallocate) and may wake an RM's iteration.
 * ``scheduler``: the grid's own services: scheduler workers, gatekeepers (which run
   their RM's iteration in place) and beats.  Only they may launch on a node.
-* ``node``: node daemons; they report what their job managers saw.
+* ``node``: node daemons; they report what their job managers saw, and their own
+  registration, to their RM's gatekeeper (which checks and records them: a node
+  holds no database credentials).  Only a node may send those.
 * ``operator``: Flower and administrators (Maui's ADMIN); they may send Celery's
   remote-control commands (inspect, revoke, shutdown), set and release reservations
   and cancel any job, but start no job: an operator login can stop a worker, not run
@@ -46,6 +48,9 @@ TASK_ROLES: dict[str, frozenset[Role]] = {
     "grid_tasks.gram.tasks.launch_batch": _SERVICES,
     # read-only: a node reports its resources (``grid-tasks up``/``demo`` ask as the user)
     "grid_tasks.node.tasks.node_check": frozenset({Role.USER, Role.SCHEDULER}),
+    # a node's reports to its RM's gatekeeper (checked there against the job's record)
+    "grid_tasks.gram.report_tasks.record_reports": frozenset({Role.NODE}),
+    "grid_tasks.gram.report_tasks.record_node": frozenset({Role.NODE}),
     # the one door: a user's requests at its RM's gatekeeper
     "grid_tasks.gram.tasks.submit": frozenset({Role.USER}),
     "grid_tasks.gram.tasks.cancel": frozenset({Role.USER, Role.SCHEDULER, Role.OPERATOR}),

@@ -59,8 +59,9 @@ class LiveGrid:
 
         argv = grid_tasks_command("worker", "--rm", rm, "--node", node, "-l", "WARNING",
                                   "--no-check")
+        env = {k: v for k, v in self.env.items() if k != "GRID_TASKS_DATABASE_URL"}
         child = self.supervisor.spawn(f"{rm}-{node}-{len(self.supervisor.all_pids())}", argv,
-                                      env=self.env)
+                                      env=env)  # no database: nodes report to a gatekeeper
         self.children[node] = child
         NodeRegistry.from_url(self.settings.redis_url, self.settings.heartbeat_ttl) \
             .wait_alive([(rm, node)], timeout=30)

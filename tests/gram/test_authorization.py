@@ -90,13 +90,16 @@ def door(quiet_settings, tmp_path) -> Iterator[Door]:
     assert leftover(pids) == []
 
 
-def _run(settings, job_id: int) -> JobManager:
-    """Launch the job's only part on node1 as the iteration would, and wait for it."""
+def _run(door: Door, job_id: int) -> JobManager:
+    """Launch the job's only part on node1 as the iteration would, and wait until the
+    gatekeeper recorded its end (the job manager signs its report with the node key)."""
     from grid_tasks.celery_app import create_app
 
-    app = create_app(settings)
+    settings = door.settings
+    app = create_app(settings.replace(signing=door.keys.signing(Role.NODE)))
     ctx = node_context(app)
-    with db.session_scope(ctx.sessions) as session:
+    sessions = db.session_factory(db.get_engine(settings.database_url))
+    with db.session_scope(sessions) as session:
         row = db.repository.get_job(session, job_id)
         row.nodes_allocated, row.launch_token = {"node1": 1}, "tok"
         request = dict(row.request)
@@ -105,6 +108,12 @@ def _run(settings, job_id: int) -> JobManager:
     manager = JobManager(req, ctx)
     manager.start()
     manager.join(timeout=20)
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        with db.session_scope(sessions) as session:
+            if db.repository.get_job(session, job_id).state.terminal:
+                break
+        time.sleep(0.05)
     app.close()
     return manager
 
@@ -167,7 +176,7 @@ def test_a_mapped_account_missing_on_the_node_fails_the_job_clearly(door):
     door.gridmap.write_text(f'"{ALICE}" gtnosuchuser\n')
     with door.client("alice") as grid:
         job = grid.submit("&(executable=/bin/true)(directory=/tmp)", rm="rmA").id
-    _run(door.settings, job)
+    _run(door, job)
     with db.session_scope(db.session_factory(db.get_engine(door.settings.database_url))) as s:
         row = db.repository.get_job(s, job)
         assert row.state is JobState.FAILED and row.gram_error == "AUTHORIZATION"
@@ -181,7 +190,7 @@ def test_root_worker_runs_the_job_as_the_mapped_account(door, throwaway_user):
     with door.client("alice") as grid:
         job = grid.submit("&(executable=/bin/sh)(directory=/tmp)"
                           "(arguments=-c 'id -un; id -u; echo $HOME')", rm="rmA").id
-        _run(door.settings, job)
+        _run(door, job)
         assert grid.status(job).state is JobState.DONE
         lines = [line.text.strip() for line in iter_output(grid.redis, job)
                  if line.stream == "stdout"]

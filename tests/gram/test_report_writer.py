@@ -113,47 +113,34 @@ def test_checks_per_job_superseded_repeated_and_unknown(db_grid):
     assert outbox.rms == {"rmA"}  # jobs still wait: the freed node matters
 
 
-def test_reports_queued_during_a_write_go_in_one_batch_and_a_bad_one_alone(db_grid,
-                                                                          monkeypatch):
+def test_reports_queued_during_a_send_go_in_one_message_and_a_failure_reaches_them(
+        db_grid):
+    """The node side: the first report is sent alone; the five queued meanwhile go in one
+    message; a publish that fails reaches every job manager of its batch."""
     import time
 
-    import grid_tasks.gram.report_writer as rw
-    from grid_tasks.gram.report import _retrying, redis_retrying
+    from grid_tasks.gram.report_sender import FINISHED, Report, ReportSender
 
-    sessions, job = db_grid
-    first, bad, *rest = [job() for _ in range(6)]
+    _, job = db_grid
+    first, *rest = [job() for _ in range(6)]
     sizes: list[int] = []
-    real = rw.write_reports
-    writer: rw.ReportWriter
+    sender: ReportSender
 
-    def spy(s, batch):
+    def send(batch):
         sizes.append(len(batch))
-        if len(sizes) == 1:  # the first write lasts until the others have queued
+        if len(sizes) == 1:  # the first send lasts until the others have queued
             deadline = time.monotonic() + 30
-            while len(writer._pending) < 5 and time.monotonic() < deadline:
+            while len(sender._pending) < 5 and time.monotonic() < deadline:
                 time.sleep(0.01)
-        if any(r.req.job_id == bad.job_id for r in batch):
-            raise RuntimeError("this report cannot be written")
-        return real(s, batch)
+        else:
+            raise ConnectionError("broker gone for good")
 
-    monkeypatch.setattr(rw, "write_reports", spy)
-
-    class NoRedis:  # events go nowhere in this test
-        def publish(self, *_):
-            pass
-
-        def pipeline(self, **_):
-            return self
-
-        def execute(self):
-            return []
-
-    writer = rw.ReportWriter(sessions, NoRedis(), None, _retrying, redis_retrying)
+    sender = ReportSender(send)
     errors: dict[int, BaseException] = {}
 
     def report(req):
         try:
-            writer.write(rw.Report(rw.FINISHED, req, _done()))
+            sender.write(Report(FINISHED, req, _done()))
         except BaseException as exc:  # noqa: BLE001 - recorded for the assertion
             errors[req.job_id] = exc
 
@@ -161,17 +148,71 @@ def test_reports_queued_during_a_write_go_in_one_batch_and_a_bad_one_alone(db_gr
     threads[0].start()
     while not sizes:
         time.sleep(0.01)
-    threads += [threading.Thread(target=report, args=(r,)) for r in (bad, *rest)]
+    threads += [threading.Thread(target=report, args=(r,)) for r in rest]
     for t in threads[1:]:
         t.start()
     for t in threads:
         t.join(timeout=60)
-    # one write for the first, one batch of the five queued meanwhile, which failed on
-    # the bad report, then each of the five on its own
-    assert sizes == [1, 5, 1, 1, 1, 1, 1]
-    assert set(errors) == {bad.job_id} and "cannot be written" in str(errors[bad.job_id])
-    for req in (first, *rest):
+    assert sizes == [1, 5]
+    assert set(errors) == {r.job_id for r in rest}
+    assert all("broker gone" in str(e) for e in errors.values())
+
+
+def test_a_batch_failing_on_one_report_records_the_others_one_by_one(db_grid, monkeypatch):
+    """The gatekeeper side: a report that cannot be written fails alone."""
+    import grid_tasks.gram.report_writer as rw
+    from grid_tasks.gram.report import _retrying
+
+    sessions, job = db_grid
+    bad, *rest = [job() for _ in range(5)]
+    sizes: list[int] = []
+    real = rw.write_reports
+
+    def spy(s, batch, vet=None):
+        sizes.append(len(batch))
+        if any(r.req.job_id == bad.job_id for r in batch):
+            raise RuntimeError("this report cannot be written")
+        return real(s, batch, vet)
+
+    monkeypatch.setattr(rw, "write_reports", spy)
+    done = rw.record(sessions, [rw.Report(rw.FINISHED, r, _done()) for r in (bad, *rest)],
+                     _retrying)
+    assert sizes == [5, 1, 1, 1, 1, 1]
+    assert [(r.req.job_id, "cannot be written" in str(e)) for r, e in done.failed] == [
+        (bad.job_id, True)]
+    assert [e.job for e in done.outbox.events] == [r.job_id for r in rest for _ in (0, 1)]
+    for req in rest:
         assert _state(sessions, req.job_id)[0].state is JobState.DONE
+    assert _state(sessions, bad.job_id)[0].state is JobState.PENDING
+
+
+def test_a_redelivered_batch_changes_nothing_twice(db_grid):
+    """acks late: a gatekeeper that died after its commit gets the batch again; the
+    second recording finds every job already there and writes nothing."""
+    from grid_tasks import db
+    from grid_tasks.gram.report import _retrying
+    from grid_tasks.gram.report_sender import FINISHED, STARTED, Report, from_wire, to_wire
+    from grid_tasks.gram.report_writer import record
+
+    sessions, job = db_grid
+    running, ended = job(), job()
+    wire = [to_wire(Report(STARTED, running, started=1.0e9)),
+            to_wire(Report(STARTED, ended)), to_wire(Report(FINISHED, ended, _done(7)))]
+    first = record(sessions, [from_wire(w) for w in wire], _retrying)
+    assert len(first.outbox.events) == 3 and not first.refused and not first.failed
+
+    def snapshot():
+        with db.session_scope(sessions) as session:
+            rows = [db.repository.get_job(session, r.job_id) for r in (running, ended)]
+            return ([(r.state, r.version, r.start_time, r.end_time, r.exit_code) for r in rows],
+                    [[h.id for h in db.repository.job_history(session, r.id)] for r in rows],
+                    session.query(db.AccountingRecord).count())
+
+    before = snapshot()
+    again = record(sessions, [from_wire(w) for w in wire], _retrying)
+    assert snapshot() == before
+    assert again.outbox.events == [] and not again.refused and not again.failed
+    assert before[0][1][0] is JobState.DONE and before[0][1][4] == 7 and before[2] == 1
 
 
 def test_a_lost_race_is_retried_as_a_whole(db_grid, monkeypatch):
