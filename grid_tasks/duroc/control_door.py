@@ -58,7 +58,9 @@ class DoorRequests:
 
         if not barrier_timeout or barrier_timeout <= 0:
             raise CoallocRequestError(f"barrier_timeout must be positive, not {barrier_timeout!r}")
-        subs = lowered if lowered is not None else lower(rsl, variables, source=source)
+        subs = lowered if lowered is not None else lower(
+            rsl, variables, source=source,
+            max_substitution=self.grid.settings.rsl_max_substitution)
         labels_for(subs, set())  # duplicate labels: refused here, before any message
         reply = self._ask(tasks.REQUEST, {
             "rsl": rsl, "account": user, "barrier_timeout": float(barrier_timeout),
@@ -74,7 +76,8 @@ class DoorRequests:
         from grid_tasks.rsl import lower
 
         job_id = parse_job_ref(job)
-        lower(rsl, variables, source=source)  # RSL errors at once, with line and column
+        lower(rsl, variables, source=source,  # RSL errors at once, with line and column
+              max_substitution=self.grid.settings.rsl_max_substitution)
         reply = self._ask(tasks.ADD_SUBJOBS, {"job": job_id, "rsl": rsl,
                                               "variables": variables, "source": source},
                           shadow=f"coalloc-add coalloc-{job_id}")
@@ -128,7 +131,8 @@ class DoorService:
         naming it, nothing stored, otherwise)."""
         from grid_tasks.rsl import lower
 
-        subs = lower(rsl, variables, source=source)
+        subs = lower(rsl, variables, source=source,
+                     max_substitution=self.grid.settings.rsl_max_substitution)
         self._authorize(who, subs, account)
         return self.request_here(rsl, owner=who or _login(), account=account,
                                  barrier_timeout=barrier_timeout, lowered=subs)
