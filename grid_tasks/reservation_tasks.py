@@ -21,7 +21,7 @@ SET_RESERVATION = "grid_tasks.reservation_tasks.set_reservation"
 RELEASE_RESERVATIONS = "grid_tasks.reservation_tasks.release_reservations"
 
 
-@shared_task(name=SET_RESERVATION, bind=True)
+@shared_task(name=SET_RESERVATION, bind=True, track_started=False)
 def set_reservation_task(self: Any, *, rm: str, hosts: str, resources: str | None,
                          start: str, end: str | None, acl: dict[str, list[str]],
                          name: str | None = None) -> dict[str, Any]:
@@ -50,7 +50,7 @@ def set_reservation_task(self: Any, *, rm: str, hosts: str, resources: str | Non
     return answer(store)
 
 
-@shared_task(name=RELEASE_RESERVATIONS, bind=True)
+@shared_task(name=RELEASE_RESERVATIONS, bind=True, track_started=False)
 def release_reservations_task(self: Any, *, rm: str, names: list[str]) -> dict[str, Any]:
     """releaseres at ``rm``'s gatekeeper: every name checked first, one unknown releases none."""
     from grid_tasks.db import session_scope

@@ -74,7 +74,7 @@ def watch_subjob(self: Any, *, rm: str, job: int, address: int, deadline: float,
     return result
 
 
-@shared_task(name=SUBMIT_SUBJOB, bind=True)
+@shared_task(name=SUBMIT_SUBJOB, bind=True, track_started=False)
 def submit_subjob(self: Any, *, rm: str, job: int, address: int,
                   submitter: str | None = None, account: str | None = None) -> dict[str, Any]:
     """A no-barrier subjob, submitted at its RM's gatekeeper for the job's owner (the
@@ -87,7 +87,7 @@ def submit_subjob(self: Any, *, rm: str, job: int, address: int,
 
 
 # -- the door: a client's requests, served by the scheduler worker ---------------------
-@shared_task(name=REQUEST, bind=True)
+@shared_task(name=REQUEST, bind=True, track_started=False)
 def coalloc_request(self: Any, *, rsl: str, barrier_timeout: float,
                     account: str | None = None, variables: dict[str, str] | None = None,
                     source: str = "<rsl>", submitter: str | None = None) -> dict[str, Any]:
@@ -99,7 +99,7 @@ def coalloc_request(self: Any, *, rsl: str, barrier_timeout: float,
         source=source)})
 
 
-@shared_task(name=ADD_SUBJOBS, bind=True)
+@shared_task(name=ADD_SUBJOBS, bind=True, track_started=False)
 def add_subjobs(self: Any, *, job: int, rsl: str, variables: dict[str, str] | None = None,
                 source: str = "<rsl>", submitter: str | None = None) -> dict[str, Any]:
     """The owner adds subjobs before release; ``{"ok": {"labels": [...]}}``."""
@@ -108,7 +108,7 @@ def add_subjobs(self: Any, *, job: int, rsl: str, variables: dict[str, str] | No
                                                   source=source)})
 
 
-@shared_task(name=DELETE_SUBJOB, bind=True)
+@shared_task(name=DELETE_SUBJOB, bind=True, track_started=False)
 def delete_subjob(self: Any, *, job: int, label: str,
                   submitter: str | None = None) -> dict[str, Any]:
     """The owner deletes a subjob before release; ``{"ok": {"job": id}}``."""
@@ -116,7 +116,7 @@ def delete_subjob(self: Any, *, job: int, label: str,
     return answer(lambda: {"job": co.delete_here(co.owned(job, who)[0], label)})
 
 
-@shared_task(name=RELEASE_BARRIER, bind=True)
+@shared_task(name=RELEASE_BARRIER, bind=True, track_started=False)
 def release_barrier(self: Any, *, job: int, submitter: str | None = None) -> dict[str, Any]:
     """The owner releases the barrier now (BarrierNotReadyError unless every barrier
     subjob is in: the client waits for that itself); ``{"ok": {"job": id}}``."""
@@ -124,7 +124,7 @@ def release_barrier(self: Any, *, job: int, submitter: str | None = None) -> dic
     return answer(lambda: {"job": co.release_here(co.owned(job, who)[0], False)})
 
 
-@shared_task(name=CANCEL, bind=True)
+@shared_task(name=CANCEL, bind=True, track_started=False)
 def cancel(self: Any, *, job: int, submitter: str | None = None) -> dict[str, Any]:
     """The owner cancels the whole job; ``{"ok": {"job": id}}``."""
     co, who = coallocator_for(self.app), self.submitter(submitter)

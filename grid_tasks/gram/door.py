@@ -5,7 +5,9 @@ the RM's queue ``gram.<rm>``) and the gatekeeper checks who signed it, maps that
 subject through its own grid map, and records the job (GRAM's model: the
 gatekeeper authenticates, authorizes and hands the job to its job manager).
 
-Answers travel in the result backend as plain data: ``{"ok": {...}}`` or
+Door tasks track no STARTED state (a result backend write per request that nobody
+reads: the client waits for the answer alone).  Answers travel in the result backend
+as plain data: ``{"ok": {...}}`` or
 ``{"error": {"type", "message", "code", ...}}``.  A refusal is rebuilt into the
 typed error the client would have got locally, from a fixed list of error types
 (:data:`_ERRORS`): a name on the wire never selects arbitrary code to run.

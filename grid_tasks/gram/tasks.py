@@ -52,33 +52,42 @@ def launch_batch(self: Any, *, rm: str, node: str, requests: list[dict[str, Any]
     return _launch_all(self.app, [LaunchRequest.from_dict(r) for r in requests])
 
 
-@shared_task(name=SUBMIT, bind=True)
+@shared_task(name=SUBMIT, bind=True, track_started=False)
 def submit(self: Any, *, rm: str, rsl: str, creds: dict[str, Any],
            idempotency_key: str | None = None, extra_env: dict[str, str] | None = None,
            variables: dict[str, str] | None = None, source: str = "<rsl>") -> dict[str, Any]:
     """The gatekeeper's side of a GRAM submission: the verified submitter is mapped
     through this gatekeeper's grid map and the job recorded; ``{"ok": {id, contact}}``
-    or the refusal as data (:mod:`grid_tasks.gram.door`)."""
+    or the refusal as data (:mod:`grid_tasks.gram.door`).
+
+    A stored job's RM iterates right here (the quick pass, under the RM's lock, as a
+    DUROC header does), not in a scheduler worker the trigger would travel to: the
+    job's start waits for no other task, and the answer goes back once it is placed."""
     # (imported here: node daemons import this module and must not load SQLAlchemy)
+    from grid_tasks.gram.records import Outbox
     from grid_tasks.gram.submission import store_submission
     from grid_tasks.rsl import lower
+    from grid_tasks.scheduling.tasks import iterate_here
     from grid_tasks.services import grid_for
 
     grid = grid_for(self.app)
     who = self.submitter()
+    held = Outbox()
 
     def store() -> dict[str, Any]:
         (sub,) = lower(rsl, variables, source=source,
                        max_substitution=grid.settings.rsl_max_substitution)
-        job_id, contact, _ = store_submission(
+        job_id, contact, stored = store_submission(
             grid, rsl, sub, rm, _known_creds(creds), idempotency_key=idempotency_key,
-            extra_env=extra_env, identity=who)
+            extra_env=extra_env, identity=who, hold=held)
+        if stored:  # its events go with the iteration lock's round trip
+            iterate_here(self.app, rm, events=held.events, quick=True)
         return {"id": job_id, "contact": contact}
 
     return answer(store)
 
 
-@shared_task(name=CANCEL, bind=True)
+@shared_task(name=CANCEL, bind=True, track_started=False)
 def cancel(self: Any, *, rm: str, job: int) -> dict[str, Any]:
     """The gatekeeper's side of a cancel: only the job's owner (as verified) may, when a
     grid map says who is who, or an operator (Maui's admin canceljob); the job's status,
