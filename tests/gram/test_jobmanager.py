@@ -158,8 +158,6 @@ def _history(side, job_id, ended: bool = True):
 def test_a_job_ending_at_once_is_reported_once_with_its_real_start(side):
     """/bin/true ends within QUICK_EXIT_S: ACTIVE and DONE are written together, ACTIVE
     at the time its process started, not when the report was written."""
-    from grid_tasks import db
-
     ctx = side.ctx
     manager, writes = _manager(side, "&(executable=/bin/true)"), []
     _count_writes(ctx, writes)
@@ -202,7 +200,6 @@ def test_launch_starts_the_processes_before_returning(side):
     like any other failure."""
     import os
 
-    ctx = side.ctx
     manager = _manager(side, "&(executable=/bin/sleep)(arguments=0.3)")
     manager.launch()
     ((rank, proc),) = manager.procs
@@ -259,7 +256,6 @@ def test_output_files_are_the_accounts_own_and_stay_within_its_rights(
     root_only = tmp_path / "root-only"
     root_only.mkdir(mode=0o700)
     home = _account_dir(throwaway_user)
-    ctx = side.ctx
     try:
         ok = _manager(side, f"&(executable=/bin/sh)(arguments=-c 'echo out; echo err >&2')"
                            f"(directory={home})(stdout=job.out)(stderr=job.err)",
