@@ -61,8 +61,8 @@ def duroc_grid_of(redis_server: Any, tmp_path_factory: Any) -> Iterator[Any]:
 
     from tests.gram.conftest import _live_grid
 
-    for live in _live_grid(redis_server, tmp_path_factory, None):
-        live.gatekeepers = start_gatekeepers(live)
+    for live in _live_grid(redis_server, tmp_path_factory, None, gatekeepers=False):
+        live.gatekeepers = start_gatekeepers(live)  # the RMs' only gatekeepers
         yield live
         gc.collect()  # Celery result objects unsubscribe while the grid's Redis is up
 

@@ -23,6 +23,10 @@ def test_launch_during_a_database_outage_is_recovered(tmp_path: Path) -> None:
         pytest.skip(str(exc))
     try:
         with FaultGrid(tmp_path / "grid", database_url=server.url) as fg:
+            # the client's app (its key, its broker connection) made before node3 stops:
+            # node3 must still be alive (3 s heartbeat TTL) when the job is placed
+            fg.grid.app.connection_for_write().ensure_connection(max_retries=3)
+            fg.grid.redis.ping()
             os.killpg(fg.nodes["node3"].pid, signal.SIGSTOP)  # hold the launch in flight
             job = fg.grid.submit("&(executable=/bin/sleep)(arguments=0.5)(count=4)", rm="rmB")
             until(lambda: fg.grid.status(job.id).maui_state is MauiJobState.STARTING, 10,

@@ -75,25 +75,29 @@ def module_grid(redis_server: Any, tmp_path_factory: pytest.TempPathFactory) -> 
 
 def _live_grid(redis_server: Any, tmp_path_factory: pytest.TempPathFactory,
                db_url: str | None, dbs: tuple[int, int, int] = (4, 5, 6),
-               extra_env: dict[str, str] | None = None) -> Iterator[LiveGrid]:
+               extra_env: dict[str, str] | None = None,
+               gatekeepers: bool = True) -> Iterator[LiveGrid]:
     """A live grid: scheduler worker and node daemons as subprocesses, as in production.
 
     (In-process Celery test workers died now and then in CI: their consumer's BRPOP
     socket was closed under them from another thread of the test process.)
-    ``extra_env`` goes to every worker (``GRID_TASKS_*`` of this process do not)."""
+    ``extra_env`` goes to every worker (``GRID_TASKS_*`` of this process do not).
+    ``gatekeepers``: the scheduler worker also serves every RM's gatekeeper queue (off
+    for a grid that runs its own gatekeeper processes, as the DUROC tests do)."""
     base = tmp_path_factory.mktemp("grid")
     # Each live grid gets its own redis-server, stopped with the grid: a worker of an
     # earlier grid that failed to shut down can then never consume this grid's tasks.
     own = RedisServer(base / "redis")
     own.start()
     try:
-        yield from _grid_on(own, base, db_url, dbs, extra_env or {})
+        yield from _grid_on(own, base, db_url, dbs, extra_env or {}, gatekeepers)
     finally:
         own.stop()
 
 
 def _grid_on(redis_server: Any, base: Path, db_url: str | None,
-             dbs: tuple[int, int, int], extra_env: dict[str, str]) -> Iterator[LiveGrid]:
+             dbs: tuple[int, int, int], extra_env: dict[str, str],
+             gatekeepers: bool = True) -> Iterator[LiveGrid]:
     from grid_tasks import db
     from grid_tasks.client import Grid
     from grid_tasks.embedded.stack import grid_tasks_command, prepare_database
@@ -109,9 +113,9 @@ def _grid_on(redis_server: Any, base: Path, db_url: str | None,
     supervisor = Supervisor(base / "worker-logs")
     grid = Grid(settings)
     live = LiveGrid(settings, grid, {}, supervisor, env)
+    roles = ("--scheduler", "--gatekeepers") if gatekeepers else ("--scheduler",)
     supervisor.spawn("scheduler", grid_tasks_command(
-        "worker", "--scheduler", "--gatekeepers", "--no-check", "-l", "WARNING", "-c", "2"),
-        env=env)
+        "worker", *roles, "--no-check", "-l", "WARNING", "-c", "2"), env=env)
     try:
         for rm, node in NODES:
             live.start_node(rm, node)
