@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from celery import shared_task
 
 from grid_tasks.celery_app import LAUNCH_CRITICAL
 from grid_tasks.gram.door import CANCEL, SUBMIT, answer
+
+log = logging.getLogger(__name__)
 
 LAUNCH = "grid_tasks.gram.tasks.launch"
 #: Every part one iteration starts on one node, in one message (the iteration sends these).
@@ -81,7 +84,11 @@ def submit(self: Any, *, rm: str, rsl: str, creds: dict[str, Any],
             grid, rsl, sub, rm, _known_creds(creds), idempotency_key=idempotency_key,
             extra_env=extra_env, identity=who, hold=held)
         if stored:  # its events go with the iteration lock's round trip
-            iterate_here(self.app, rm, events=held.events, quick=True)
+            try:
+                iterate_here(self.app, rm, events=held.events, quick=True)
+            except Exception as exc:  # the job is stored: beat's iteration will place it
+                log.warning("job %s stored on %s but not scheduled in place: %s",
+                            job_id, rm, exc)
         return {"id": job_id, "contact": contact}
 
     return answer(store)

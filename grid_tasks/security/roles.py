@@ -35,7 +35,8 @@ class Role(str, Enum):
 
 ALL_ROLES: frozenset[Role] = frozenset(Role)
 _SERVICES = frozenset({Role.SCHEDULER})
-_ANYONE = frozenset({Role.USER, Role.SCHEDULER, Role.NODE})
+#: Every role that takes part in running jobs (operators watch and administer only).
+_PARTIES = frozenset({Role.USER, Role.SCHEDULER, Role.NODE})
 #: Who may send Celery remote-control commands (a worker's pidbox) at all.
 CONTROL_ROLES: frozenset[Role] = frozenset({Role.SCHEDULER, Role.OPERATOR})
 
@@ -70,9 +71,9 @@ TASK_ROLES: dict[str, frozenset[Role]] = {
     "grid_tasks.duroc.tasks.watch_subjob": _SERVICES,
     "grid_tasks.duroc.tasks.submit_subjob": _SERVICES,
     # wake-ups and settles: idempotent, they only make the owner look again
-    "grid_tasks.scheduling.tasks.iterate": _ANYONE,
-    "grid_tasks.duroc.tasks.settle": _ANYONE,
-    "grid_tasks.scheduling.tasks.ping": _ANYONE,
+    "grid_tasks.scheduling.tasks.iterate": _PARTIES,
+    "grid_tasks.duroc.tasks.settle": _PARTIES,
+    "grid_tasks.scheduling.tasks.ping": _PARTIES,
     # the metascheduler asks RMs for estimates and reservations on a user's behalf
     "grid_tasks.broker.rm_tasks.estimate": frozenset({Role.USER, Role.SCHEDULER}),
     "grid_tasks.broker.rm_tasks.reserve": frozenset({Role.USER, Role.SCHEDULER}),

@@ -1,7 +1,7 @@
 """The trusted signers of a host, each with its subject and roles.
 
-A certificate store is a directory.  Certificates in its ``user/``, ``scheduler/``
-and ``node/`` folders are trusted in that role (see :mod:`grid_tasks.security.roles`);
+A certificate store is a directory.  Certificates in its ``user/``, ``scheduler/``,
+``node/`` and ``operator/`` folders are trusted in that role (see :mod:`grid_tasks.security.roles`);
 one certificate may sit in several.  A certificate directly in the store (the layout
 of ``grid-tasks keys init`` before roles existed) is trusted in every role: putting
 it there is the operator's explicit choice.
