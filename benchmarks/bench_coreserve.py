@@ -94,7 +94,7 @@ def timed(phases: dict[str, list[float]], obj, name: str, key: str) -> None:
 
 
 def coreservations(broker, n: int) -> tuple[list[float], list[int]]:
-    from grid_tasks.broker.collection import Requester
+    from grid_tasks.legion.collection import Requester
 
     me = Requester.current()
     times, tries = [], []

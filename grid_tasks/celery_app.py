@@ -11,8 +11,8 @@ Routing is by task name and, for node and gatekeeper tasks, by the ``rm`` and
 ``node`` keyword arguments (see :class:`GridRouter`), so callers write
 ``task.apply_async(kwargs={"rm": "rmA", "node": "node1", ...})`` and never spell a queue.
 
-Tasks live in ``grid_tasks/<subpackage>/tasks.py``; every such module is
-included automatically.  Tasks that launch processes must be idempotent and
+Task modules are listed per role (:func:`task_modules`): a node daemon imports only
+its own, light ones; gatekeepers and the scheduler import them all.  Tasks that launch processes must be idempotent and
 declared with ``**LAUNCH_CRITICAL`` (acks late, rejected on worker loss): with
 the broker transport options below, a task whose worker dies comes back
 within about ``visibility_timeout + 5`` seconds.
@@ -23,26 +23,33 @@ Run a worker with ``celery -A grid_tasks.celery_app worker`` (settings from
 
 from __future__ import annotations
 
-import pkgutil
-from pathlib import Path
+import logging
+import sys
 from typing import Any
 
+import kombu
 from celery import Celery
 from celery.app.amqp import AMQP
 from celery.signals import beat_init, worker_init
 
-from grid_tasks.errors import ConfigError, GridTasksError
+from grid_tasks.errors import ConfigError, ConnectivityError, GridTasksError
+from grid_tasks.node import daemon
 # re-exported: callers know the queue names as the app's
 from grid_tasks.queues import (  # noqa: F401
     SCHEDULER_QUEUE,
     QueueNameError,
     gatekeeper_queue,
     node_queue,
+    readable,
 )
 from grid_tasks.security.config import is_tls_url
+from grid_tasks.security.connections import check_redis
 from grid_tasks.security.inspection import on_daemon_start
 from grid_tasks.security.signing import GridTask, setup_signing, signing_config
-from grid_tasks.settings import Settings
+from grid_tasks.settings import Settings, app_settings
+from grid_tasks.topology import load_topology
+
+log = logging.getLogger(__name__)
 
 #: Task options for launch-critical tasks: ``@app.task(**LAUNCH_CRITICAL)``.
 LAUNCH_CRITICAL: dict[str, Any] = {"acks_late": True, "reject_on_worker_lost": True}
@@ -56,26 +63,6 @@ UNACKED_RESTORE_INTERVAL = 5
 def restore_interval(visibility_timeout: float) -> int:
     """Scan period for lost tasks: 5 s, or less for (test-sized) short visibility timeouts."""
     return max(1, min(UNACKED_RESTORE_INTERVAL, int(visibility_timeout // 2)))
-
-
-def readable(verb: str, *, job: object = None, rm: str | None = None,
-             node: str | None = None, **details: object) -> dict[str, str]:
-    """``shadow``/``argsrepr`` options so Flower shows what a task does.
-
-    >>> readable("launch", job=42, rm="rmA", node="node1")["shadow"]
-    'launch job 42 on rmA/node1'
-    """
-    words = [verb]
-    if job is not None:
-        words.append(f"job {job}")
-    where = "/".join(p for p in (rm, node) if p)
-    if where:
-        words.append(f"on {where}")
-    shown: dict[str, object] = {k: v for k, v in (("job", job), ("rm", rm), ("node", node))
-                                if v is not None}
-    shown.update(details)
-    args = ", ".join(f"{k}={v!r}" for k, v in shown.items())
-    return {"shadow": " ".join(words), "argsrepr": f"({args})", "kwargsrepr": "{}"}
 
 
 #: Tasks outside ``grid_tasks.gram`` that run at a resource manager's gatekeeper
@@ -118,23 +105,22 @@ TASK_ROUTES: list[Any] = [
 ]
 
 
-#: Task modules not named ``tasks`` (the RM side of the metascheduler protocol, the
-#: gatekeeper's recording of node reports, administrative reservations).
-EXTRA_TASK_MODULES: tuple[str, ...] = ("grid_tasks.broker.rm_tasks",
-                                       "grid_tasks.gram.report_tasks",
-                                       "grid_tasks.reservation_tasks")
+#: What a node daemon runs: launches and node checks.  It holds no database
+#: credentials, so these never load SQLAlchemy (nor lark): a daemon starts quickly.
+NODE_TASK_MODULES: tuple[str, ...] = ("grid_tasks.gram.tasks", "grid_tasks.node.tasks")
+#: What gatekeepers and the scheduler run besides: the doors (GRAM, DUROC,
+#: reservations), the recording of node reports, the iterations, the RM side of the
+#: metascheduler protocol.
+SERVICE_TASK_MODULES: tuple[str, ...] = (
+    "grid_tasks.broker.rm_tasks", "grid_tasks.duroc.tasks", "grid_tasks.gram.gatekeeper",
+    "grid_tasks.gram.report_tasks", "grid_tasks.reservation_tasks",
+    "grid_tasks.scheduling.tasks")
 
 
-def task_modules() -> list[str]:
-    """Every ``grid_tasks.<subpackage>.tasks`` module present, found without importing,
-    plus :data:`EXTRA_TASK_MODULES`."""
-    root = Path(__file__).resolve().parent
-    found = list(EXTRA_TASK_MODULES)
-    for info in pkgutil.iter_modules([str(root)]):
-        if info.ispkg and ((root / info.name / "tasks.py").exists()
-                           or (root / info.name / "tasks" / "__init__.py").exists()):
-            found.append(f"grid_tasks.{info.name}.tasks")
-    return sorted(found)
+def task_modules(*, node_only: bool = False) -> list[str]:
+    """The task modules a worker imports: a node daemon's alone (``node_only``), or
+    every one (gatekeepers, the scheduler, a ``celery -A`` worker)."""
+    return sorted(NODE_TASK_MODULES if node_only else NODE_TASK_MODULES + SERVICE_TASK_MODULES)
 
 
 #: Periodic per-RM tasks: task name -> seconds between runs.  Beat sends each one
@@ -167,15 +153,11 @@ def beat_schedule(topology: Any) -> dict[str, dict[str, Any]]:
 
 def _install_beat_schedule(sender: Any = None, **_: Any) -> None:
     """At beat start (task modules imported by then), add the per-RM entries."""
-    from grid_tasks.topology import load_topology
-
-    settings = getattr(sender.app, "grid_settings", None) or Settings.from_env()
+    settings = app_settings(sender.app)
     try:
         topology = load_topology(settings.topology_file)
     except GridTasksError as exc:
-        import logging
-
-        logging.getLogger(__name__).error("beat: no per-RM schedule: %s", exc)
+        log.error("beat: no per-RM schedule: %s", exc)
         return
     sender.scheduler.update_from_dict(beat_schedule(topology))
 
@@ -273,18 +255,15 @@ def create_app(settings: Settings | None = None, *, main: str = "grid_tasks",
     settings = settings or Settings.from_env()
     app = Celery(main, set_as_current=False, amqp=ReadableAMQP, task_cls=GridTask)
     app.conf.update(celery_config(settings))
-    app.conf.update(include=task_modules())
     app.grid_settings = settings  # type: ignore[attr-defined]
+    app.conf.update(include=task_modules(node_only=_serves_only_a_node(app)))
     try:
         setup_signing(app, settings.signing)  # process-wide: refuses unsigned messages
     except ConfigError as exc:
         if not defer_security:
             raise
         _refuse_to_work(app, exc)
-    # Node daemon lifecycle (registration, heartbeats) hooks into worker signals.
-    from grid_tasks.node import daemon
-
-    daemon.install(app)
+    daemon.install(app)  # node daemon lifecycle (registration, heartbeats)
     return app
 
 
@@ -294,14 +273,19 @@ beat_init.connect(_install_beat_schedule, weak=False, dispatch_uid="grid_tasks.b
 worker_init.connect(on_daemon_start, weak=False, dispatch_uid="grid_tasks.no_inspection")
 beat_init.connect(on_daemon_start, weak=False, dispatch_uid="grid_tasks.no_inspection_beat")
 
+def _serves_only_a_node(app: Celery) -> bool:
+    """Whether this process is a node daemon (``grid-tasks worker --rm RM --node NODE``
+    names its node in the environment before making the app; one that also serves the
+    scheduler queue includes every module itself)."""
+    rm, node = daemon.node_identity(app)
+    return bool(rm and node)
+
+
 def _refuse_to_work(app: Celery, exc: ConfigError) -> None:
     """A worker or beat started from ``app`` stops at once with ``exc``."""
-    import logging
-    import sys
-
     def stop(sender: Any = None, **_: Any) -> None:
         if getattr(sender, "app", None) is app:
-            logging.getLogger(__name__).critical("%s", exc)
+            log.critical("%s", exc)
             print(f"error: {exc}", file=sys.stderr)
             raise SystemExit(1)  # celery's signal dispatch swallows plain exceptions
 
@@ -315,12 +299,6 @@ app.set_current()
 
 def check_connectivity(settings: Settings, timeout: float = 3.0) -> None:
     """Fail fast with a one-line :class:`ConnectivityError` if broker or Redis is unreachable."""
-    import kombu
-
-    from grid_tasks.errors import ConnectivityError
-    from grid_tasks.security.config import is_tls_url
-    from grid_tasks.security.connections import check_redis
-
     ssl_opts = settings.redis_tls.redis_kwargs() if is_tls_url(settings.broker_url) else False
     conn = kombu.Connection(settings.broker_url, connect_timeout=timeout, ssl=ssl_opts)
     try:

@@ -15,61 +15,56 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from grid_tasks.broker.grid_jobs import coallocate
+from grid_tasks.duroc.client import CoallocClient
+from grid_tasks.duroc.control_rows import DEFAULT_BARRIER_TIMEOUT_S
+from grid_tasks.duroc.handle import CoallocHandle
 from grid_tasks.errors import ConfigError, GridTasksError, NotFoundError
-from grid_tasks.gram.door import CANCEL, DEFAULT_TIMEOUT_S, SUBMIT, ask
+from grid_tasks.events import iter_output, next_event, subscribe
+from grid_tasks.gram.door import CANCEL, DEFAULT_TIMEOUT_S, STATUS, SUBMIT, ask
 from grid_tasks.gram.errors import JobFinishedError, JobRefusedError, WaitTimeoutError
-from grid_tasks.gram.status import HistoryEntry, JobStatus
+from grid_tasks.gram.status import HistoryEntry, JobStatus, parse_contact
+from grid_tasks.rsl import lower
+from grid_tasks.services import Services
 from grid_tasks.settings import Settings
 from grid_tasks.states import JobState
+from grid_tasks.topology import load_topology
 
 __all__ = ["Grid", "HistoryEntry", "JobHandle", "JobStatus", "JobFinishedError",
            "JobRefusedError", "NotFoundError", "WaitTimeoutError"]
 
 
 class Grid:
-    """A connection to one grid: SQL for records, Redis for events, Celery for triggers."""
+    """A connection to one grid: requests through its gatekeepers' door, events and
+    output from Redis.  Its connections are one :class:`~grid_tasks.services.Services`,
+    made lazily (constructing a Grid never blocks or connects)."""
 
-    def __init__(self, settings: Settings | None = None) -> None:
-        self.settings = settings or Settings.from_env()
-        self._factory: Any = None
-        self._redis: Any = None
-        self._app: Any = None
+    def __init__(self, settings: Settings | None = None, *,
+                 services: Services | None = None) -> None:
+        self.services = services or Services(settings or Settings.from_env())
+        self.settings = self.services.settings
+        self._coallocator: CoallocClient | None = None
+        #: the RM of every job this Grid submitted or looked up: its gatekeeper answers
+        #: for it (a GRAM client keeps its jobs' contacts)
+        self._rm_of: dict[int, str] = {}
 
-    # -- connections (lazy, so constructing a Grid never blocks) ------------------------
     @property
     def sessions(self) -> Any:
-        if self._factory is None:
-            from grid_tasks.db import get_engine, session_factory
-
-            self._factory = session_factory(get_engine(self.settings.database_url))
-        return self._factory
+        """The grid database's sessionmaker (operators' read commands; an application
+        needs no database)."""
+        return self.services.sessions
 
     @property
     def redis(self) -> Any:
-        if self._redis is None:
-            from grid_tasks.security.connections import redis_client
-
-            self._redis = redis_client(self.settings)  # rediss:// gets the TLS options
-        return self._redis
+        return self.services.redis
 
     @property
     def app(self) -> Any:
-        if self._app is None:
-            from grid_tasks.celery_app import create_app
-
-            self._app = create_app(self.settings)
-        return self._app
+        return self.services.app
 
     def close(self) -> None:
         """Release the Redis connections and the Celery app made by this Grid."""
-        if self._app is not None:
-            from grid_tasks.gram.results import release_results
-
-            release_results(self._app)  # before the Redis may stop (no noise from __del__)
-        if self._redis is not None:
-            self._redis.close()
-        if self._app is not None:
-            self._app.close()
+        self.services.close()
 
     def __enter__(self) -> "Grid":
         return self
@@ -102,8 +97,6 @@ class Grid:
         it.  ``extra_env`` is added to every process's environment; ``source`` names
         the RSL in error messages (e.g. its file).
         """
-        from grid_tasks.rsl import lower
-
         subjobs = lower(rsl, variables, source=source,
                         max_substitution=self.settings.rsl_max_substitution)
         if len(subjobs) != 1:
@@ -116,13 +109,12 @@ class Grid:
             "rsl": rsl, "creds": creds, "idempotency_key": idempotency_key,
             "extra_env": extra_env, "variables": variables, "source": source},
             shadow=f"submit to {name}", timeout=timeout)
-        return JobHandle(self, int(reply["id"]), str(reply["contact"]))
+        self._rm_of[int(reply["id"])] = name
+        return JobHandle(self, int(reply["id"]), str(reply["contact"]), name)
 
     def _rm_for(self, wanted: str | None) -> str:
         """The RM to ask: the one named (NotFoundError if the topology knows it not),
         else the topology's only one."""
-        from grid_tasks.topology import load_topology
-
         try:
             topology = load_topology(self.settings.topology_file)
         except ConfigError:
@@ -137,42 +129,62 @@ class Grid:
                             f"(resourceManagerContact); choose one of: {', '.join(topology.rms)}")
 
     def job(self, job_id_or_contact: int | str) -> "JobHandle":
-        """The handle of an existing job, by id or GRAM contact; NotFoundError otherwise."""
-        from grid_tasks.db import repository, session_scope
+        """The handle of an existing job, by id or GRAM contact; NotFoundError otherwise
+        (Unauthorized for someone else's job, with a grid map)."""
+        rm = None
+        if isinstance(job_id_or_contact, str) and not job_id_or_contact.isdigit():
+            job_id, rm = parse_contact(job_id_or_contact)
+        else:
+            job_id = int(job_id_or_contact)
+        status = self._ask_status(job_id, rm)["status"]
+        self._rm_of[job_id] = status["rm"]
+        return JobHandle(self, job_id, status["contact"], status["rm"])
 
-        with session_scope(self.sessions) as session:
-            if isinstance(job_id_or_contact, int) or str(job_id_or_contact).isdigit():
-                row = repository.get_job(session, int(job_id_or_contact))
-            else:
-                row = repository.get_job_by_contact(session, str(job_id_or_contact))
-            return JobHandle(self, row.id, row.contact)
+    def status(self, job_id: int, *, rm: str | None = None) -> JobStatus:
+        """The current status of ``job_id``, as its gatekeeper tells its owner (GRAM's
+        job status query: the application needs no database).  ``rm``: the job's RM if
+        known (its gatekeeper answers; this Grid remembers the RMs of its jobs); else
+        the scheduler does."""
+        return JobStatus.from_dict(self._ask_status(int(job_id), rm)["status"])
 
-    def status(self, job_id: int) -> JobStatus:
-        """The current status of ``job_id`` (one SQL read)."""
-        from grid_tasks.db import repository, session_scope
+    def history(self, job_id: int, *, rm: str | None = None) -> list[HistoryEntry]:
+        """The job's recorded state changes, oldest first."""
+        reply = self._ask_status(int(job_id), rm, history=True)
+        return [HistoryEntry.from_dict(h) for h in reply["history"]]
 
-        with session_scope(self.sessions) as session:
-            return JobStatus.from_row(repository.get_job(session, int(job_id)))
+    def _ask_status(self, job_id: int, rm: str | None, *,
+                    history: bool = False) -> dict[str, Any]:
+        rm = rm or self._rm_of.get(job_id)
+        return ask(self.app, STATUS, rm, {"job": job_id, "history": history},
+                   shadow=f"status of job {job_id}" + (f" on {rm}" if rm else ""))
 
-    def cancel(self, job_id: int | str, *, timeout: float = DEFAULT_TIMEOUT_S) -> JobStatus:
+    def cancel(self, job_id: int | str, *, rm: str | None = None,
+               timeout: float = DEFAULT_TIMEOUT_S) -> JobStatus:
         """Ask the job's gatekeeper to cancel it: an idle one fails at once, a running
-        one is killed by its job managers (FAILED, USER_CANCELLED).  NotFoundError for
-        an unknown job, JobFinishedError for one that is DONE or FAILED already,
+        one is killed by its job managers (FAILED, USER_CANCELLED).  ``job_id``: an id
+        or a GRAM contact; ``rm``: the job's RM when the caller knows it (else the
+        contact names it, or the job is looked up first).  NotFoundError for an
+        unknown job, JobFinishedError for one that is DONE or FAILED already,
         Unauthorized for someone else's job (with a grid map)."""
-        handle = self.job(job_id)
-        rm = self.status(handle.id).rm
-        reply = ask(self.app, CANCEL, str(rm), {"job": handle.id},
-                    shadow=f"cancel job {handle.id} on {rm}", timeout=timeout)
+        if isinstance(job_id, str) and not job_id.isdigit():
+            job, rm = parse_contact(job_id)
+        elif rm is None and int(job_id) in self._rm_of:
+            job, rm = int(job_id), self._rm_of[int(job_id)]
+        elif rm is None:
+            handle = self.job(job_id)
+            job, rm = handle.id, handle.rm
+        else:
+            job = int(job_id)
+        reply = ask(self.app, CANCEL, str(rm), {"job": job},
+                    shadow=f"cancel job {job} on {rm}", timeout=timeout)
         return JobStatus.from_dict(reply)
-
 
     # -- coallocated (DUROC) jobs: grid_tasks.duroc.control ------------------------------
     @property
-    def coallocator(self) -> Any:
-        if getattr(self, "_coallocator", None) is None:
-            from grid_tasks.duroc.control import Coallocator
-
-            self._coallocator = Coallocator(self)
+    def coallocator(self) -> CoallocClient:
+        """The DUROC calls of this grid (requests to the scheduler)."""
+        if self._coallocator is None:
+            self._coallocator = CoallocClient(self.services)
         return self._coallocator
 
     def job_request(self, rsl: str, *, user: str | None = None,
@@ -192,16 +204,11 @@ class Grid:
         to its grid reservation (``allow_early``: may start before it) and the barrier
         timeout also covers the wait.  See :mod:`grid_tasks.broker.grid_jobs`.
         """
-        from grid_tasks.duroc.control import DEFAULT_BARRIER_TIMEOUT_S
-        from grid_tasks.duroc.handle import CoallocHandle
-        from grid_tasks.rsl import lower
-
         subs = lower(rsl, variables, source=source,  # once, for both paths below
                      max_substitution=self.settings.rsl_max_substitution)
         if coreserve is not False:
-            from grid_tasks.broker.grid_jobs import coallocate
-
-            placed = coallocate(self, rsl, user=user, variables=variables, source=source,
+            placed = coallocate(self.services, self.coallocator, rsl, user=user,
+                                variables=variables, source=source,
                                 barrier_timeout=barrier_timeout or DEFAULT_BARRIER_TIMEOUT_S,
                                 coreserve=coreserve, allow_early=allow_early, lead=lead,
                                 subs=subs)
@@ -214,9 +221,7 @@ class Grid:
 
     def coalloc(self, job: int | str) -> Any:
         """The CoallocHandle of an existing coallocated job (id or duroc:// contact)."""
-        from grid_tasks.duroc.handle import CoallocHandle
-
-        return CoallocHandle(self.coallocator, self.coallocator._existing(job))
+        return CoallocHandle(self.coallocator, self.coallocator.existing(job))
 
     def subjob_add(self, job: int | str, rsl: str) -> list[str]:
         """Add subjob(s) before release; they join the same barrier. Their labels."""
@@ -243,23 +248,23 @@ class Grid:
 class JobHandle:
     """One submitted job, to query, wait for, cancel and read the output of."""
 
-    def __init__(self, grid: Grid, job_id: int, contact: str | None) -> None:
+    def __init__(self, grid: Grid, job_id: int, contact: str | None,
+                 rm: str | None = None) -> None:
         self.grid, self.id, self.contact = grid, int(job_id), contact
+        self.rm = rm if rm is not None or not contact else parse_contact(contact)[1]
 
     def __repr__(self) -> str:
         return f"JobHandle({self.id}, {self.contact!r})"
 
     def status(self) -> JobStatus:
-        return self.grid.status(self.id)
+        return self.grid.status(self.id, rm=self.rm)
 
     def wait(self, timeout: float | None = None) -> JobStatus:
         """Block until the job is DONE or FAILED; WaitTimeoutError after ``timeout`` s.
 
-        Subscribes to the job's channel first, reads SQL once, then sleeps on
-        the subscription; SQL is read again only when an event arrives.
+        Subscribes to the job's channel first, asks its status once, then sleeps on
+        the subscription; it asks again only when an ending event arrives.
         """
-        from grid_tasks.events import next_event, subscribe
-
         deadline = None if timeout is None else time.monotonic() + timeout
         pubsub = subscribe(self.grid.redis, self.id)
         try:
@@ -279,20 +284,14 @@ class JobHandle:
         return status
 
     def cancel(self) -> JobStatus:
-        return self.grid.cancel(self.id)
+        return self.grid.cancel(self.id, rm=self.rm)
 
     def output(self, stream: str = "stdout") -> str:
         """The captured ``stdout`` or ``stderr`` of all processes, in arrival order."""
-        from grid_tasks.events import iter_output
-
         if stream not in ("stdout", "stderr"):
             raise GridTasksError(f"unknown stream {stream!r}: stdout or stderr")
         return "".join(line.text for line in iter_output(self.grid.redis, self.id)
                        if line.stream == stream)
 
     def history(self) -> list[HistoryEntry]:
-        from grid_tasks.db import repository, session_scope
-
-        with session_scope(self.grid.sessions) as session:
-            return [HistoryEntry(h.from_state, h.to_state, h.reason, h.at)
-                    for h in repository.job_history(session, self.id)]
+        return self.grid.history(self.id, rm=self.rm)

@@ -1,4 +1,5 @@
-"""Queue names of the grid, without Celery: what routes, workers and metrics agree on.
+"""Queue names and readable task labels of the grid, without Celery: what routes, workers,
+Flower and metrics agree on.
 
 Kept apart from :mod:`grid_tasks.celery_app` so that processes that only need the
 names (the metrics exporter of ``grid-tasks up``, for one) never pay Celery's import.
@@ -32,3 +33,23 @@ def gatekeeper_queue(rm: str) -> str:
 def node_queue(rm: str, node: str) -> str:
     """The queue of one node daemon: ``node.<rm>.<node>``."""
     return f"node.{_check('resource manager', rm)}.{_check('node', node)}"
+
+
+def readable(verb: str, *, job: object = None, rm: str | None = None,
+             node: str | None = None, **details: object) -> dict[str, str]:
+    """``shadow``/``argsrepr`` options so Flower shows what a task does.
+
+    >>> readable("launch", job=42, rm="rmA", node="node1")["shadow"]
+    'launch job 42 on rmA/node1'
+    """
+    words = [verb]
+    if job is not None:
+        words.append(f"job {job}")
+    where = "/".join(p for p in (rm, node) if p)
+    if where:
+        words.append(f"on {where}")
+    shown: dict[str, object] = {k: v for k, v in (("job", job), ("rm", rm), ("node", node))
+                                if v is not None}
+    shown.update(details)
+    args = ", ".join(f"{k}={v!r}" for k, v in shown.items())
+    return {"shadow": " ".join(words), "argsrepr": f"({args})", "kwargsrepr": "{}"}

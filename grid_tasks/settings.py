@@ -47,6 +47,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 from grid_tasks.errors import ConfigError
@@ -159,6 +160,12 @@ class Settings:
             **({PREFIX + "SINGLE_USER": "1"} if self.single_user else {}),
             PREFIX + "RSL_MAX_SUBSTITUTION": str(self.rsl_max_substitution),
         }
+
+
+def app_settings(app: Any) -> Settings:
+    """The settings a Celery app was made with (``create_app`` keeps them on it), else
+    the environment's (a bare ``celery -A`` app)."""
+    return getattr(app, "grid_settings", None) or Settings.from_env()
 
 
 def node_env(settings: Settings) -> dict[str, str]:

@@ -10,7 +10,7 @@ import pytest
 
 from grid_tasks.celery_app import (
     LAUNCH_CRITICAL, SCHEDULER_QUEUE, QueueNameError, celery_config, check_connectivity, create_app,
-    gatekeeper_queue, node_queue, readable, task_modules,
+    NODE_TASK_MODULES, gatekeeper_queue, node_queue, readable, task_modules,
 )
 from grid_tasks.errors import ConnectivityError, GridTasksError
 from grid_tasks.node.tasks import NODE_CHECK, check_options
@@ -37,7 +37,7 @@ def _route(app, name, **kwargs):
 def test_routes(celery_app_factory):
     app = celery_app_factory()
     assert _route(app, NODE_CHECK, rm="rmB", node="node3") == "node.rmB.node3"
-    assert _route(app, "grid_tasks.gram.tasks.submit", rm="rmA", job=1) == "gram.rmA"
+    assert _route(app, "grid_tasks.gram.gatekeeper.submit", rm="rmA", job=1) == "gram.rmA"
     assert _route(app, "grid_tasks.gram.tasks.launch", rm="rmA", node="node2",
                   on_node=True) == "node.rmA.node2"
     for name in ("celery.accumulate", "celery.chord_unlock", "grid_tasks.maui.tasks.iterate",
@@ -161,15 +161,30 @@ def test_factory_apps_are_current_so_shared_tasks_use_the_private_broker(setting
     assert app.conf.broker_url == settings.broker_url
 
 
-def test_task_modules_import_without_sqlalchemy():
-    # Every worker imports every task module at start; node daemons never touch SQL
-    # before registering, so the modules must stay light (bench_up: start-up time).
+def test_a_node_daemon_imports_no_database_layer():
+    # A node daemon holds no database credentials: its task modules (all it imports at
+    # start) never load SQLAlchemy or alembic, and it starts without them.
     code = ("import importlib, sys; import grid_tasks.celery_app as c; "
-            "[importlib.import_module(m) for m in c.task_modules()]; "
-            "print(sorted(m for m in ('sqlalchemy', 'lark', 'alembic') if m in sys.modules))")
+            "[importlib.import_module(m) for m in c.task_modules(node_only=True)]; "
+            "print(sorted(m for m in ('sqlalchemy', 'alembic') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout.strip()
     assert out == "[]"
+
+
+def test_a_node_daemon_includes_only_the_node_task_modules(settings, monkeypatch):
+    monkeypatch.setenv("GRID_TASKS_RM", "rmA")
+    monkeypatch.setenv("GRID_TASKS_NODE", "node1")
+    node_app = create_app(settings)
+    monkeypatch.delenv("GRID_TASKS_NODE")
+    service_app = create_app(settings)
+    try:
+        assert set(node_app.conf.include) == set(NODE_TASK_MODULES)
+        assert "grid_tasks.gram.gatekeeper" in service_app.conf.include
+        assert set(service_app.conf.include) >= set(NODE_TASK_MODULES)
+    finally:
+        node_app.close()
+        service_app.close()
 
 
 def test_task_sent_events_carry_the_readable_name(settings):

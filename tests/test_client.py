@@ -11,7 +11,7 @@ import pytest
 
 import grid_tasks
 from grid_tasks import db
-from grid_tasks.celery_app import gatekeeper_queue
+from grid_tasks.celery_app import SCHEDULER_QUEUE, gatekeeper_queue
 from grid_tasks.client import Grid, JobStatus
 from grid_tasks.embedded.stack import prepare_database
 from grid_tasks.errors import NotFoundError
@@ -26,10 +26,11 @@ from grid_tasks.topology import load_topology
 @pytest.fixture
 def grid(settings, celery_app_factory, in_process_worker):
     """A client and the two RMs' gatekeepers (an in-process worker on gram.rmA/gram.rmB),
-    which record what the client asks: no scheduler, no node daemon."""
+    which record what the client asks, and the scheduler queue (where a client that
+    knows only a job's id asks for it): no node daemon."""
     prepare_database(settings, load_topology(settings.topology_file))
     in_process_worker(celery_app_factory(), queues=[gatekeeper_queue("rmA"),
-                                                    gatekeeper_queue("rmB")])
+                                                    gatekeeper_queue("rmB"), SCHEDULER_QUEUE])
     with Grid(settings) as g:
         yield g
     db.dispose_engines(settings.database_url)

@@ -25,7 +25,7 @@ from enum import Enum
 from typing import Any
 
 from grid_tasks.broker.planner import Placement, Schedule, difference
-from grid_tasks.broker.tokens import (
+from grid_tasks.legion.tokens import (
     Claim, RefusalReason, Token, TokenRefused, TokenStore, new_token_id)
 from grid_tasks.errors import GridTasksError
 

@@ -23,8 +23,14 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from grid_tasks.legion.collection import Requester
 from grid_tasks.broker.coreservation import CoReservation
-from grid_tasks.rsl import Boolean, BoolOp, Literal, RelOp, Relation, unparse, validate
+from grid_tasks.broker.live import DEFAULT_LEAD_S, Broker, new_job_key
+from grid_tasks.duroc.client import CoallocClient
+from grid_tasks.duroc.handle import CoallocHandle
+from grid_tasks.effects import send_iteration
+from grid_tasks.rsl import Boolean, BoolOp, Literal, RelOp, Relation, lower, unparse, validate
+from grid_tasks.services import Services
 
 __all__ = ["coallocate", "placed_rsl", "wake_at", "PLACEMENT_KEYS"]
 
@@ -55,20 +61,16 @@ def placed_rsl(rsl: str, co: CoReservation, *, variables: Mapping[str, str] | No
 def wake_at(app: Any, rms: Any, start: float, now: float) -> None:
     """An iteration of each RM at ``start``: a bound subjob starts when its reservation
     begins even if nothing else wakes its RM then (triggers are folded, so harmless)."""
-    from grid_tasks.celery_app import readable
-    from grid_tasks.scheduling import ITERATE
-
     delay = max(0.0, start - now) + 0.05
     for rm in rms:
         try:
-            app.send_task(ITERATE, kwargs={"rm": rm}, countdown=delay,
-                          **readable("iterate", rm=rm, why="reservation start"))
+            send_iteration(app, rm, why="reservation start", countdown=delay)
         except Exception as exc:  # noqa: BLE001 - the job exists: its RM's own watch or
             # beat still starts it, only later; never lose the handle over a wake-up
             log.warning("no wake-up iteration of %s at the reservation start: %s", rm, exc)
 
 
-def coallocate(grid: Any, rsl: str, *, user: str | None, barrier_timeout: float,
+def coallocate(services: Services, coallocator: CoallocClient, rsl: str, *, user: str | None, barrier_timeout: float,
                variables: dict[str, str] | None, source: str, coreserve: bool | None,
                allow_early: bool = False, lead: float | None = None,
                subs: list[Any] | None = None) -> Any:
@@ -76,11 +78,6 @@ def coallocate(grid: Any, rsl: str, *, user: str | None, barrier_timeout: float,
     the :class:`CoReservation` as ``handle.coreservation``.  None when the broker is not
     wanted (``coreserve`` None and every component names its RM).  ``subs``: ``rsl``
     lowered already (with ``variables``), not parsed again."""
-    from grid_tasks.broker.collection import Requester
-    from grid_tasks.broker.live import DEFAULT_LEAD_S, Broker, new_job_key
-    from grid_tasks.duroc.handle import CoallocHandle
-    from grid_tasks.rsl import lower
-
     if subs is None:
         subs = lower(rsl, variables, source=source)
     if coreserve is False or (coreserve is None and all(s.rm_contact for s in subs)):
@@ -88,7 +85,7 @@ def coallocate(grid: Any, rsl: str, *, user: str | None, barrier_timeout: float,
     requester = Requester.current()
     if user:
         requester = Requester(user, requester.groups, requester.host)
-    broker = Broker.for_settings(grid.settings, grid.app,
+    broker = Broker.for_settings(services.settings, services.app,
                                  lead=DEFAULT_LEAD_S if lead is None else lead)
     try:
         now = time.time()
@@ -97,16 +94,16 @@ def coallocate(grid: Any, rsl: str, *, user: str | None, barrier_timeout: float,
                               allow_early=allow_early)
         try:
             waiting = max(0.0, co.start - time.time())
-            job_id = grid.coallocator.job_request(
+            job_id = coallocator.job_request(
                 placed_rsl(rsl, co, variables=variables, source=source), user=user,
                 barrier_timeout=float(barrier_timeout) + waiting, source=source)
         except BaseException:
             broker.release(co)
             raise
-        wake_at(grid.app, co.rms, co.start, time.time())
+        wake_at(services.app, co.rms, co.start, time.time())
         broker.sweep(now)  # earlier jobs' tokens whose reservations are over
     finally:
         broker.close()
-    handle = CoallocHandle(grid.coallocator, job_id)
+    handle = CoallocHandle(coallocator, job_id)
     handle.coreservation = co  # type: ignore[attr-defined]
     return handle

@@ -25,12 +25,14 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from grid_tasks.broker.collection import Requester
+from grid_tasks.legion.collection import Requester
 from grid_tasks.broker.coreservation import CoReservation, iso
 from grid_tasks.broker.live import Broker
 from grid_tasks.broker.remote import requester_dict
+from grid_tasks.db import Reservation, ReservationKind
 from grid_tasks.errors import GridTasksError, NotFoundError
 from grid_tasks.utc import as_utc
+from grid_tasks.rsl import lower
 from grid_tasks.rsl.lower import SubjobRequest
 
 __all__ = ["GridReservationError", "GridPart", "GridReservation", "grid_start",
@@ -92,8 +94,6 @@ def parse_grid_spec(text: str, duration: float | None) -> list[SubjobRequest]:
 
     With RSL, ``duration`` (when given) overrides each component's walltime.
     """
-    from grid_tasks.rsl import lower
-
     stripped = text.strip()
     if stripped[:1] in ("&", "+", "("):
         subs = lower(stripped, source="<grid reservation>")
@@ -197,8 +197,6 @@ class GridReservation:
 def _rows(session: Session, names: Sequence[str] | None = None,
           now: datetime | None = None) -> dict[str, list[Any]]:
     """Grid reservation rows by job key (only ``names``; only not ended at ``now``)."""
-    from grid_tasks.db import Reservation, ReservationKind
-
     stmt = select(Reservation).where(Reservation.kind == ReservationKind.GRID)
     if now is not None:
         stmt = stmt.where(Reservation.end_time > now)

@@ -37,7 +37,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from grid_tasks.broker.collection import Collection, Requester
+from grid_tasks.legion.collection import Collection, Requester
 from grid_tasks.broker.coreservation import (CoReservation, CoReservationRefused,
                                              CoReservationUnrecorded, ReservedPart)
 from grid_tasks.broker.enactor import Enactor, EnactmentRefused
@@ -46,7 +46,11 @@ from grid_tasks.broker.holds import RmHolds
 from grid_tasks.broker.placement import Component, PlacementError, components
 from grid_tasks.broker.planner import Placement, Schedule, plan
 from grid_tasks.broker.remote import DEFAULT_TIMEOUT_S, RemoteRMs, requester_dict
-from grid_tasks.broker.tokens import TokenStore
+from grid_tasks.db import get_engine, session_factory, session_scope
+from grid_tasks.legion.tokens import TokenStore
+from grid_tasks.rsl import lower
+from grid_tasks.scheduling.grid_reservations import ensure_restored
+from grid_tasks.scheduling.rm_service import mark_enacted
 
 __all__ = ["Broker", "Planned", "new_job_key"]
 
@@ -102,8 +106,6 @@ class Broker:
     @classmethod
     def for_settings(cls, settings: Any, app: Any, **options: Any) -> "Broker":
         """A broker on the grid of ``settings``: its Redis token store, live collection."""
-        from grid_tasks.db import get_engine, session_factory
-
         store = TokenStore.from_url(settings.redis_url, settings=settings)
         options.setdefault("sessions", session_factory(get_engine(settings.database_url)))
         return cls(app, store, lambda: Collection.live_from_settings(settings), **options)
@@ -128,8 +130,6 @@ class Broker:
                    variables: dict[str, str] | None = None,
                    source: str = "<rsl>") -> list[Component]:
         """Lower an RSL request (or take lowered subjobs) into placeable components."""
-        from grid_tasks.rsl import lower
-
         subs = lower(request, variables, source=source) if isinstance(request, (str, bytes)) \
             else list(request)
         return components(subs, self.collection(), requester)
@@ -223,9 +223,6 @@ class Broker:
         at the next Redis restart."""
         if self.sessions is None:
             return
-        from grid_tasks.broker.rm_service import mark_enacted
-        from grid_tasks.db import session_scope
-
         try:
             with session_scope(self.sessions) as session:
                 marked = mark_enacted(session, [(p.rm, p.name, p.token) for p in parts])
@@ -264,9 +261,6 @@ class Broker:
         durable reservations mirrored back): capacities alone would let this broker
         take tokens over reservations the store no longer shows."""
         if self.sessions is not None:
-            from grid_tasks.db import session_scope
-            from grid_tasks.scheduling.grid_reservations import ensure_restored
-
             try:
                 with session_scope(self.sessions) as session:
                     ensure_restored(self.store, session, now)

@@ -9,7 +9,7 @@ ever hold the component (fewer processors or nodes in all than it asks for) are 
 out.  A component no RM can hold raises :class:`PlacementError`, naming the component
 and why, before anything is estimated or reserved.
 
-Pure: works on a :class:`~grid_tasks.broker.collection.Collection` already read, never
+Pure: works on a :class:`~grid_tasks.legion.collection.Collection` already read, never
 talks to Redis, Celery or SQL and never reads the clock.
 """
 
@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from grid_tasks.broker.collection import Collection, Requester, Resource
+from grid_tasks.legion.collection import Collection, Requester, Resource
 from grid_tasks.broker.planner import Need
 from grid_tasks.errors import GridTasksError
 from grid_tasks.mil import MILError

@@ -42,6 +42,7 @@ from typing import Any
 
 from grid_tasks.broker.ties import POLICIES, EarliestTies, SpreadTies, TiePolicy
 from grid_tasks.errors import GridTasksError
+from grid_tasks.maui import Job
 
 __all__ = ["Need", "Placement", "Schedule", "ScheduleDiff", "PlanningError", "TiePolicy",
            "EarliestTies", "SpreadTies", "POLICIES", "MAX_ASSIGNMENTS", "MAX_ROUNDS",
@@ -367,8 +368,6 @@ def maui_estimator(scheduler: Any, *, job_id: str = "plan", limit: int = 1,
     ``job_fields`` go to the probe :class:`grid_tasks.maui.Job` (user, group, ...) so the
     core applies the same reservations ACLs the real job would meet.
     """
-    from grid_tasks.maui import Job
-
     def estimate(procs: int, duration: float, t: float) -> list[Any]:
         probe = Job(id=job_id, tasks=procs, procs_per_task=1, walltime=duration, submit_time=t,
                     **job_fields)

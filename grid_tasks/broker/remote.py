@@ -16,7 +16,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from grid_tasks.broker.collection import Requester
+from celery.exceptions import TimeoutError as CeleryTimeout
+
+from grid_tasks.legion.collection import Requester
+# imported for Celery: a refused reserve is rebuilt as ReservationRefused in this process
+from grid_tasks.legion.refusals import ReservationRefused  # noqa: F401
+from grid_tasks.queues import readable
 
 log = logging.getLogger(__name__)
 
@@ -76,8 +81,6 @@ class RemoteRMs:
     def call_all(self, name: str, calls: Sequence[Mapping[str, Any]],
                  timeout: float | None = None) -> list[Outcome]:
         """Send every call of ``name`` at once, then collect each answer (same order)."""
-        from grid_tasks.celery_app import readable
-
         sent = [self.app.send_task(name, kwargs=dict(kw),
                                    **readable(name.rsplit(".", 1)[-1], rm=kw.get("rm")))
                 for kw in calls]
@@ -86,8 +89,6 @@ class RemoteRMs:
 
     @staticmethod
     def _collect(result: Any, deadline: float) -> Outcome:
-        from celery.exceptions import TimeoutError as CeleryTimeout
-
         try:
             value = result.get(timeout=max(0.01, deadline - time.monotonic()),
                                propagate=True, disable_sync_subtasks=False)
@@ -116,7 +117,6 @@ class RemoteRMs:
 
     def reserve(self, calls: Sequence[Mapping[str, Any]]) -> list[Outcome]:
         """``reserve`` on each RM (kwargs as the task takes them); refusals as errors."""
-        _refusal_type()
         return self.call_all(RESERVE, calls)
 
     def release(self, calls: Sequence[Mapping[str, Any]]) -> list[Outcome]:
@@ -143,12 +143,6 @@ def _starts(rm: str, answer: Any) -> list[tuple[float, dict[str, int]]]:
             log.warning("resource manager %s answered a malformed estimate %r", rm, item)
             return []
     return sorted(out, key=lambda a: a[0])
-
-
-def _refusal_type() -> None:
-    """Make sure the RM side's refusal type is imported, so that Celery rebuilds a
-    refused reserve as ``ReservationRefused`` in this process."""
-    import grid_tasks.broker.refusals  # noqa: F401
 
 
 def _forget(result: Any) -> None:

@@ -1,6 +1,7 @@
 """The metascheduler protocol as Celery tasks on each RM's scheduler (seed 002, 3.3).
 
-Thin, idempotent tasks passing names and numbers; the logic is in :mod:`.rm_service`.
+Thin, idempotent tasks passing names and numbers; the logic is in
+:mod:`grid_tasks.scheduling.rm_service`.
 They run on the ``scheduler`` queue, where the RMs' iterations run (routed by
 ``grid_tasks.*`` in :data:`grid_tasks.celery_app.TASK_ROUTES`).  Call them by name::
 
@@ -10,13 +11,13 @@ They run on the ``scheduler`` queue, where the RMs' iterations run (routed by
 * ``estimate`` -> ``[{"time": epoch, "allocation": {node: procs}}, ...]``, earliest
   first, every start at or after ``not_before``; ``[]`` means never;
 * ``reserve`` -> ``{"rm", "name", "id", "start", "end", "allocation"}``, or raises
-  :class:`~grid_tasks.broker.refusals.ReservationRefused` (it round-trips through the
+  :class:`~grid_tasks.legion.refusals.ReservationRefused` (it round-trips through the
   JSON result backend: ``AsyncResult.get()`` raises it in the caller, whose process
-  must have imported :mod:`grid_tasks.broker.refusals`, as every worker has);
+  must have imported :mod:`grid_tasks.legion.refusals`, as every worker has);
 * ``release`` -> True if a reservation was deleted.
 
 ``token`` is the broker's reservation token for the placement: the id of a token in the
-:class:`~grid_tasks.broker.tokens.TokenStore` on ``settings.redis_url`` (e.g. the
+:class:`~grid_tasks.legion.tokens.TokenStore` on ``settings.redis_url`` (e.g. the
 first token the enactor took for the placement's claims), or the job key its confirmed
 tokens are bound to.  When the bound job is about to start, the RM checks it there
 (:mod:`grid_tasks.scheduling.grid_reservations`): expired or released, nothing starts
@@ -25,63 +26,51 @@ and the reservation is dropped.  ``reserve`` and ``release`` trigger the RM's it
 
 from __future__ import annotations
 
-import time
+import logging
 from typing import Any
 
 from celery import shared_task
 
-from grid_tasks.broker.refusals import ReservationRefused
+from grid_tasks.db import session_scope
+from grid_tasks.effects import trigger_iteration
+from grid_tasks.errors import GridTasksError
+from grid_tasks.legion.refusals import ReservationRefused
+from grid_tasks.node.registry import NodeRegistry
+from grid_tasks.scheduling import rm_service
+from grid_tasks.scheduling.grid_reservations import mirror_ids, token_store
+from grid_tasks.services import Services, services_for
+
+log = logging.getLogger(__name__)
 
 ESTIMATE = "grid_tasks.broker.rm_tasks.estimate"
 RESERVE = "grid_tasks.broker.rm_tasks.reserve"
 RELEASE = "grid_tasks.broker.rm_tasks.release"
 
 
-def _context(app: Any) -> tuple[Any, Any]:
-    """(session factory, node registry) of the app's settings."""
-    from grid_tasks.db import get_engine, session_factory
-    from grid_tasks.node.daemon import app_settings
-    from grid_tasks.node.registry import NodeRegistry
-    from grid_tasks.scheduling import redis_client
-
-    settings = app_settings(app)
-    registry = NodeRegistry(redis_client(app), settings.heartbeat_ttl)
-    return session_factory(get_engine(settings.database_url)), registry
+def _context(app: Any) -> tuple[Services, NodeRegistry]:
+    """The worker's Services, and the node registry on its Redis."""
+    services = services_for(app)
+    return services, NodeRegistry(services.redis, services.settings.heartbeat_ttl)
 
 
-def _forget_mirror(app: Any, row: Any) -> None:
+def _forget_mirror(services: Services, row: Any) -> None:
     """Release the claims a token-store restore mirrored for ``row`` (if any): a stale
     mirror would only make brokers' token requests fail, so errors are just logged."""
-    import logging
-
-    from grid_tasks.errors import GridTasksError
-    from grid_tasks.scheduling import redis_client
-    from grid_tasks.scheduling.grid_reservations import mirror_ids, token_store
-
     try:
-        token_store(redis_client(app)).release(mirror_ids(row))
+        token_store(services.redis).release(mirror_ids(row))
     except GridTasksError as exc:
-        logging.getLogger(__name__).warning("mirror of %s/%s not released: %s", row.rm,
-                                            row.name, exc)
-
-
-def _trigger(app: Any, rm: str) -> None:
-    from grid_tasks.scheduling import trigger_iteration
-
-    trigger_iteration(app, rm)
+        log.warning("mirror of %s/%s not released: %s", row.rm, row.name, exc)
 
 
 @shared_task(name=ESTIMATE, bind=True)
 def estimate(self: Any, *, rm: str, procs: int, duration: float, not_before: float,
              limit: int = 3, requester: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     """When ``rm`` could hold ``procs`` processors for ``duration`` s, from ``not_before``."""
-    from grid_tasks.broker import rm_service
-    from grid_tasks.db import session_scope
-
-    sessions, registry = _context(self.app)
-    with session_scope(sessions) as session:
+    services, registry = _context(self.app)
+    with session_scope(services.sessions) as session:
         return rm_service.estimate(session, rm, procs=procs, duration=duration,
-                                   not_before=not_before, now=time.time(), limit=limit,
+                                   not_before=not_before, now=services.clock.time(),
+                                   limit=limit,
                                    requester=requester, registry=registry)
 
 
@@ -90,29 +79,25 @@ def reserve(self: Any, *, rm: str, name: str, allocation: dict[str, int], start:
             duration: float, token: str, job_key: str, label: str | None = None,
             allow_early: bool = False, requester: dict[str, Any] | None = None) -> dict[str, Any]:
     """Hold ``allocation`` on ``rm`` over ``[start, start + duration)`` for one grid job."""
-    from grid_tasks.broker import rm_service
-    from grid_tasks.db import session_scope
-
-    sessions, registry = _context(self.app)
-    with session_scope(sessions) as session:
+    services, registry = _context(self.app)
+    with session_scope(services.sessions) as session:
         made = rm_service.reserve(session, rm, name=name, allocation=allocation, start=start,
                                   duration=duration, token=token, job_key=job_key,
-                                  now=time.time(), label=label, allow_early=allow_early,
-                                  requester=requester, registry=registry)
-    _trigger(self.app, rm)
+                                  now=services.clock.time(), label=label,
+                                  allow_early=allow_early, requester=requester,
+                                  registry=registry)
+    trigger_iteration(self.app, rm, client=services.redis)
     return made
 
 
 @shared_task(name=RELEASE, bind=True, throws=(ReservationRefused,))
 def release(self: Any, *, rm: str, name: str, token: str | None = None) -> bool:
     """Delete grid reservation ``name`` of ``rm`` (only if it holds ``token``, when given)."""
-    from grid_tasks.broker import rm_service
-    from grid_tasks.db import session_scope
-
-    sessions, _ = _context(self.app)
-    with session_scope(sessions) as session:
-        deleted = rm_service.release(session, rm, name=name, token=token, now=time.time(),
-                                     forget=lambda row: _forget_mirror(self.app, row))
+    services = services_for(self.app)
+    with session_scope(services.sessions) as session:
+        deleted = rm_service.release(session, rm, name=name, token=token,
+                                     now=services.clock.time(),
+                                     forget=lambda row: _forget_mirror(services, row))
     if deleted:
-        _trigger(self.app, rm)
+        trigger_iteration(self.app, rm, client=services.redis)
     return deleted

@@ -37,7 +37,7 @@ def showstart(request: str, rm: str | None, alternatives: int, as_json: bool) ->
     from grid_tasks.ops.planning import request_kind
 
     if rm is None and request_kind(request) != "job":
-        from grid_tasks.broker.gridcli import showstart_grid
+        from grid_tasks.ops.gridcli import showstart_grid
 
         with ops_shell() as shell:
             data, view = showstart_grid(shell, request, alternatives)

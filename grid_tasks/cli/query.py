@@ -1,6 +1,6 @@
 """``grid-tasks query 'MIL'``: which resources of the grid match a MIL query.
 
-Resources come from the broker's collection (:mod:`grid_tasks.broker.collection`):
+Resources come from the broker's collection (:mod:`grid_tasks.legion.collection`):
 live (topology plus node registrations and heartbeats: ``$state``, ``$alive``, ...)
 when a grid's Redis is configured (``GRID_TASKS_REDIS_URL``, or a running
 ``grid-tasks up``) and answers, else the topology file alone (``--grid``, else
@@ -24,7 +24,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from grid_tasks.broker.collection import Collection, Requester, Resource, ResourceKind
+from grid_tasks.legion.collection import Collection, Requester, Resource, ResourceKind
 from grid_tasks.errors import ConnectivityError
 from grid_tasks.mil import MILError
 from grid_tasks.settings import Settings

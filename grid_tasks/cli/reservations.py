@@ -105,8 +105,8 @@ def setres(rm: str | None, users: tuple[str, ...], groups: tuple[str, ...],
 
 def _setres_grid(rm: str | None, acl_options: tuple[Any, ...], start: str, end: str | None,
                  duration: str | None, name: str | None, spec: str, as_json: bool) -> None:
-    """setres --grid (logic in grid_tasks.broker.gridcli)."""
-    from grid_tasks.broker.gridcli import setres_grid
+    """setres --grid (logic in grid_tasks.ops.gridcli)."""
+    from grid_tasks.ops.gridcli import setres_grid
 
     if rm is not None or any(acl_options):
         raise OpsError("setres --grid takes no --rm, ACL or -r option: the broker places "
@@ -131,7 +131,7 @@ def showres(rm: str | None, per_node: bool, grid: bool, as_json: bool) -> None:
     """List reservations: administrative (setres), grid (broker) and job reservations,
     including the one every running job holds until its walltime ends."""
     if grid:
-        from grid_tasks.broker.gridcli import showres_grid
+        from grid_tasks.ops.gridcli import showres_grid
 
         with ops_shell() as shell:
             data, view = showres_grid(shell)
@@ -153,7 +153,7 @@ def releaseres(names: tuple[str, ...], rm: str | None, grid: bool, as_json: bool
     """Release administrative reservations by name; their resources become free and the
     RM's scheduler iterates.  All names are checked first: one unknown name releases none."""
     if grid:
-        from grid_tasks.broker.gridcli import releaseres_grid
+        from grid_tasks.ops.gridcli import releaseres_grid
 
         with ops_shell() as shell:
             data, text = releaseres_grid(shell, names)

@@ -157,7 +157,7 @@ def _token_lookup(shell: Any) -> Any:
     """The token store's ``get``, or None when Redis does not answer."""
     if shell.registry() is None:
         return None
-    from grid_tasks.broker.tokens import TokenStore
+    from grid_tasks.legion.tokens import TokenStore
 
     settings = shell.settings
     return TokenStore.from_url(settings.redis_url, settings=settings).get

@@ -1,6 +1,6 @@
 """``grid-tasks tokens``: reservation tokens for operators (list, show, release, scan).
 
-Tokens live in Redis (see :mod:`grid_tasks.broker.tokens`).  Redis is found like
+Tokens live in Redis (see :mod:`grid_tasks.legion.tokens`).  Redis is found like
 ``grid-tasks nodes`` finds it: ``GRID_TASKS_REDIS_URL``, else a running ``grid-tasks up``.
 """
 
@@ -17,7 +17,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from grid_tasks.broker.tokens import DEFAULT_PREFIX, ScanReport, Token, TokenStore, scan
+from grid_tasks.legion.tokens import DEFAULT_PREFIX, ScanReport, Token, TokenStore, scan
 from grid_tasks.errors import NotFoundError
 
 _STACK = click.option("--stack", "stack_dir", type=click.Path(path_type=Path),

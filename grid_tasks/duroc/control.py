@@ -1,6 +1,6 @@
 """The DUROC control side: a multi-request becomes a Celery chord of subjob watchers.
 
-A client asks the scheduler through the door (:mod:`grid_tasks.duroc.control_door`);
+A client asks the scheduler through the door (:mod:`grid_tasks.duroc.client`);
 the scheduler worker's ``request_here`` stores one ``CoallocatedJob`` row with a
 ``Subjob`` row per component, creates the job's coordination store and sends a flat
 chord: one ``grid_tasks.duroc.tasks.watch_subjob`` header task per barrier subjob,
@@ -26,15 +26,18 @@ import logging
 import time
 from typing import Any
 
+from celery import chord
+from sqlalchemy import update
+
 from grid_tasks.db import ConcurrentUpdateError, session_scope
-from grid_tasks.db.models import CoallocatedJob
+from grid_tasks.db.models import CoallocatedJob, Job
 from grid_tasks.db.models.jobs import BarrierState as SqlBarrier
 from grid_tasks.duroc.control_rows import (
     DEFAULT_BARRIER_TIMEOUT_S, URL_KEY, check_rms as _check_rms, coalloc_row as _coalloc,
     detach as _detach, insert_coallocation, labels as _labels, link_subjob,
     retrying as _retrying, submission_facts,
 )
-from grid_tasks.duroc.control_door import DoorRequests, DoorService
+from grid_tasks.duroc.control_door import SUBMIT_SUBJOB, DoorService
 from grid_tasks.duroc.control_structure import StructureChanges
 from grid_tasks.duroc.control_watch import HeaderSteps
 from grid_tasks.duroc.errors import CoallocFinishedError, CoallocRequestError
@@ -44,29 +47,38 @@ from grid_tasks.duroc.records import (
 from grid_tasks.duroc.store_errors import (
     BarrierAbortedError, BarrierNotReadyError, JobNotFoundError,
 )
+from grid_tasks.duroc.store import CoordinationStore
 from grid_tasks.duroc.store_models import BarrierState, SubjobSpec
 from grid_tasks.duroc.waiting import announce
+from grid_tasks.effects import failed_signature, release_signature, settle_signature, watch_signature
 from grid_tasks.errors import NotFoundError
+from grid_tasks.gram.door import ask
+from grid_tasks.gram.errors import JobFinishedError
+from grid_tasks.gram.records import Outbox
+from grid_tasks.gram.submission import cancel_job, store_submission
+from grid_tasks.rsl import lower
+from grid_tasks.runtime.env import runtime_environment
+from grid_tasks.scheduling.runner import iterate_here
+from grid_tasks.services import Services
 from grid_tasks.states import JobState, SubjobStartType
 
 log = logging.getLogger(__name__)
 
 
-class Coallocator(HeaderSteps, StructureChanges, DoorRequests, DoorService):
-    """DUROC control operations over one :class:`~grid_tasks.client.Grid`: a client's
-    requests go through the door (:mod:`grid_tasks.duroc.control_door`); the
-    ``*_here`` methods are what the scheduler worker runs for them."""
+class Coallocator(HeaderSteps, StructureChanges, DoorService):
+    """DUROC control operations as the grid's services run them, over one process's
+    :class:`~grid_tasks.services.Services`: the scheduler serves an application's
+    requests (:class:`~grid_tasks.duroc.client.CoallocClient`) with the ``*_here``
+    methods, gatekeepers run the header steps."""
 
-    def __init__(self, grid: Any) -> None:
-        self.grid = grid
+    def __init__(self, services: Services) -> None:
+        self.services = services
         self._store: Any = None
 
     @property
     def store(self) -> Any:
         if self._store is None:
-            from grid_tasks.duroc.store import CoordinationStore
-
-            self._store = CoordinationStore.from_settings(self.grid.settings)
+            self._store = CoordinationStore.from_settings(self.services.settings)
         return self._store
 
     # -- request (run by the scheduler worker: see control_door) -----------------------
@@ -78,15 +90,13 @@ class Coallocator(HeaderSteps, StructureChanges, DoorRequests, DoorService):
         submitter); its id.  ``account``: the local account its subjobs ask for (the
         grid map's first by default); ``lowered``: ``rsl`` lowered already (with
         ``variables``), not parsed again."""
-        from grid_tasks.rsl import lower
-
         if not barrier_timeout or barrier_timeout <= 0:
             raise CoallocRequestError(f"barrier_timeout must be positive, not {barrier_timeout!r}")
         subs = lowered if lowered is not None else lower(
-            rsl, variables, source=source, max_substitution=self.grid.settings.rsl_max_substitution)
+            rsl, variables, source=source, max_substitution=self.services.settings.rsl_max_substitution)
         labels = _labels(subs, set())
         deadline = time.time() + float(barrier_timeout)
-        with session_scope(self.grid.sessions) as session:
+        with session_scope(self.services.sessions) as session:
             _check_rms(session, subs)
             job_id = insert_coallocation(session, rsl, owner, barrier_timeout, subs, labels)
         sid = store_id(job_id)
@@ -103,10 +113,6 @@ class Coallocator(HeaderSteps, StructureChanges, DoorRequests, DoorService):
                owner: str, account: str | None) -> None:
         """Submit no-barrier subjobs now; send the chord of watchers for the rest, each
         vouching for ``owner`` at its gatekeeper (this worker signs as a scheduler)."""
-        from celery import chord
-
-        from grid_tasks.duroc import tasks
-
         watched = [(a, s) for a, s in subs if s.start_type is not SubjobStartType.NO_BARRIER]
         for address, sub in subs:
             if sub.start_type is SubjobStartType.NO_BARRIER:
@@ -114,12 +120,12 @@ class Coallocator(HeaderSteps, StructureChanges, DoorRequests, DoorService):
         if not watched:
             self.release_step(job_id)
             return
-        header = [tasks.watch_signature(self.grid.app, job_id, a, s.rm_contact, deadline,
+        header = [watch_signature(self.services.app, job_id, a, s.rm_contact, deadline,
                                         submitter=owner, account=account)
                   for a, s in watched]
-        body = tasks.release_signature(self.grid.app, job_id)
-        body.link_error(tasks.failed_signature(self.grid.app, job_id))
-        result = chord(header, app=self.grid.app)(body)
+        body = release_signature(self.services.app, job_id)
+        body.link_error(failed_signature(self.services.app, job_id))
+        result = chord(header, app=self.services.app)(body)
         # Nobody waits on the chord's result here: detach it from the backend now, or its
         # __del__ talks to Redis whenever it is collected (possibly after shutdown).
         _detach(result)
@@ -135,12 +141,7 @@ class Coallocator(HeaderSteps, StructureChanges, DoorRequests, DoorService):
         its gatekeeper: the subjob's start then waits for no other task).  ``identity``:
         the submitter as its gatekeeper verified it (mapped through its grid map);
         ``account``: the local account asked for (the grid map's first by default)."""
-        from grid_tasks.gram.records import Outbox
-        from grid_tasks.gram.submission import store_submission
-        from grid_tasks.rsl import lower
-        from grid_tasks.runtime import runtime_environment
-
-        with session_scope(self.grid.sessions) as session:
+        with session_scope(self.services.sessions) as session:
             sub = submission_facts(session, job_id, address)
         if sub.gram_job_id is not None:
             return int(sub.gram_job_id), False
@@ -152,7 +153,7 @@ class Coallocator(HeaderSteps, StructureChanges, DoorRequests, DoorService):
             raise CoallocFinishedError(f"coallocated job {job_id} has no runtime access any more")
         env = runtime_environment(url.decode(), store_id(job_id), address, label,
                                   barrier_timeout=left)
-        (request,) = lower(rsl, max_substitution=self.grid.settings.rsl_max_substitution)
+        (request,) = lower(rsl, max_substitution=self.services.settings.rsl_max_substitution)
 
         def link(session: Any, gram_id: int) -> None:  # the subjob row, same transaction
             link_subjob(session, job_id, address, gram_id)  # CoallocFinishedError if deleted
@@ -162,13 +163,11 @@ class Coallocator(HeaderSteps, StructureChanges, DoorRequests, DoorService):
         # job's events then go with the iteration lock's round trip
         held = Outbox() if iterate and rm else None
         gram_id, stored, _ = store_submission(
-            self.grid, rsl, request, rm, {"user": account}, extra_env=env,
+            self.services, rsl, request, rm, {"user": account}, extra_env=env,
             idempotency_key=f"duroc-{job_id}-{address}", coallocation=(job_id, label),
             within=link, hold=held, identity=identity)
         if stored and held is not None:
-            from grid_tasks.scheduling.tasks import iterate_here
-
-            iterate_here(self.grid.app, rm, events=held.events, quick=True)
+            iterate_here(self.services, rm, events=held.events, quick=True)
         if not stored:  # stored by an earlier attempt that failed before linking
             try:
                 _retrying(lambda: self._link(job_id, address, label, gram_id))
@@ -182,10 +181,7 @@ class Coallocator(HeaderSteps, StructureChanges, DoorRequests, DoorService):
                    account: str | None = None) -> int:
         """Have ``rm``'s gatekeeper submit a no-barrier subjob for ``owner`` (vouched for
         by this scheduler worker); its GRAM job id."""
-        from grid_tasks.duroc.tasks import SUBMIT_SUBJOB
-        from grid_tasks.gram.door import ask
-
-        reply = ask(self.grid.app, SUBMIT_SUBJOB, rm,
+        reply = ask(self.services.app, SUBMIT_SUBJOB, rm,
                     {"job": job_id, "address": address, "submitter": owner,
                      "account": account},
                     shadow=f"duroc-submit coalloc-{job_id}/{address} on {rm}")
@@ -199,11 +195,7 @@ class Coallocator(HeaderSteps, StructureChanges, DoorRequests, DoorService):
         hold the row loaded at that moment, and an ORM flush here would bump the
         version under it and make the iteration lose its start decision.
         """
-        from sqlalchemy import update
-
-        from grid_tasks.db.models import Job
-
-        with session_scope(self.grid.sessions) as session:
+        with session_scope(self.services.sessions) as session:
             link_subjob(session, job_id, address, gram_id)  # CoallocFinishedError if deleted
             session.execute(update(Job).where(Job.id == gram_id, Job.coallocation_id.is_(None))
                             .values(coallocation_id=job_id, coallocation_label=label)
@@ -231,7 +223,7 @@ class Coallocator(HeaderSteps, StructureChanges, DoorRequests, DoorService):
             return False
 
         def record() -> tuple[bool, bool]:
-            with session_scope(self.grid.sessions) as session:
+            with session_scope(self.services.sessions) as session:
                 row = session.get(CoallocatedJob, job_id)
                 if row is None or row.barrier_state is not SqlBarrier.WAITING:
                     return False, False
@@ -245,9 +237,7 @@ class Coallocator(HeaderSteps, StructureChanges, DoorRequests, DoorService):
             # The store released the barrier (auto-release) before this SQL record: a
             # subjob that ended in between had its settle find the job still waiting.
             # Settled by its own task: a failure there must not reach the chord's errback.
-            from grid_tasks.duroc import tasks
-
-            tasks.settle_signature(self.grid.app, job_id).apply_async()
+            settle_signature(self.services.app, job_id).apply_async()
         return True
 
     def terminate(self, job_id: int, reason: str, barrier: SqlBarrier) -> bool:
@@ -260,7 +250,7 @@ class Coallocator(HeaderSteps, StructureChanges, DoorRequests, DoorService):
         changed: list[bool] = []
 
         def record() -> list[int]:
-            with session_scope(self.grid.sessions) as session:
+            with session_scope(self.services.sessions) as session:
                 row = _coalloc(session, job_id)
                 was_released = row.barrier_state is SqlBarrier.RELEASED
                 changed[:] = [mark(row, JobState.FAILED, None if was_released else barrier,
@@ -278,12 +268,9 @@ class Coallocator(HeaderSteps, StructureChanges, DoorRequests, DoorService):
 
     def _cancel_gram(self, gram_id: int) -> None:
         """Cancel a subjob's GRAM job here (its record, its cancel flag for the nodes)."""
-        from grid_tasks.gram.errors import JobFinishedError
-        from grid_tasks.gram.submission import cancel_job
-
         for attempt in range(8):
             try:
-                cancel_job(self.grid, gram_id)
+                cancel_job(self.services, gram_id)
                 return
             except (JobFinishedError, NotFoundError):
                 return
@@ -329,7 +316,7 @@ class Coallocator(HeaderSteps, StructureChanges, DoorRequests, DoorService):
             infos, released = {s.address: s for s in snap.subjobs}, snap.state
         except JobNotFoundError:
             infos, released = {}, None
-        with session_scope(self.grid.sessions) as session:
+        with session_scope(self.services.sessions) as session:
             row = _coalloc(session, job_id)
             status = coalloc_status(row, infos)
             lagging = (released is BarrierState.RELEASED and not status.terminal
@@ -352,7 +339,7 @@ class Coallocator(HeaderSteps, StructureChanges, DoorRequests, DoorService):
         return self.subjob_states(job_id)
 
     def _mark_done(self, job_id: int, reason: str | None) -> None:
-        with session_scope(self.grid.sessions) as session:
+        with session_scope(self.services.sessions) as session:
             changed = mark(_coalloc(session, job_id), JobState.DONE, None, reason)
         if changed:
             announce(self.store.client, job_id, JobState.DONE.value)
@@ -361,22 +348,10 @@ class Coallocator(HeaderSteps, StructureChanges, DoorRequests, DoorService):
         except JobNotFoundError:
             pass
 
-    def wait(self, job: int | str, timeout: float | None = None,
-             poll_s: float = 1.0) -> CoallocStatus:
-        """Block until the job is DONE or FAILED (WaitTimeoutError after ``timeout``).
-
-        Woken by events (the job's own and its GRAM subjobs'), see
-        :mod:`grid_tasks.duroc.waiting`; ``poll_s`` bounds the time between two looks
-        when no event comes at all.
-        """
-        from grid_tasks.duroc.waiting import wait_for_end
-
-        return wait_for_end(self, self._existing(job), timeout, safety_s=poll_s)
-
     def _existing(self, job: int | str, changing: bool = False) -> int:
         """The job's id (NotFoundError if unknown); with ``changing``, refuse an ended job."""
         job_id = parse_job_ref(job)
-        with session_scope(self.grid.sessions) as session:
+        with session_scope(self.services.sessions) as session:
             row = _coalloc(session, job_id)
             if changing and JobState(row.state).terminal:
                 raise CoallocFinishedError(

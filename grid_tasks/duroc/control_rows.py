@@ -12,8 +12,10 @@ from sqlalchemy import bindparam, insert, select, update
 
 from grid_tasks.db import ConcurrentUpdateError
 from grid_tasks.db.models import CoallocatedJob, Subjob
+from grid_tasks.db.models.base import table_row
 from grid_tasks.duroc.errors import CoallocFinishedError, CoallocRequestError
 from grid_tasks.errors import NotFoundError
+from grid_tasks.gram.submission import check_fits
 from grid_tasks.states import JobState
 
 #: Seconds a coallocated job may wait for its barrier before it fails (DUROC has none).
@@ -134,8 +136,6 @@ def insert_coallocation(session: Any, rsl: str, owner: str, barrier_timeout: flo
                         subs: list[Any], labels: list[str]) -> int:
     """Insert a coallocated job (PENDING, with its contact) and one row per subjob, as
     plain INSERTs: every request pays for this; its id."""
-    from grid_tasks.db.models.base import table_row
-
     conn = session.connection()
     job_id = conn.execute(_INSERT_COALLOC, table_row(CoallocatedJob.__mapper__, {
         "rsl": rsl, "owner": owner, "state": JobState.PENDING,
@@ -170,8 +170,6 @@ def labels(subs: list[Any], taken: set[str]) -> list[str]:
 
 def check_rms(session: Any, subs: list[Any]) -> None:
     """Every component names a known RM that can hold it (before anything is stored)."""
-    from grid_tasks.gram.submission import check_fits
-
     for sub in subs:
         if not sub.rm_contact:
             raise CoallocRequestError(

@@ -13,15 +13,18 @@ from grid_tasks.duroc.control_rows import (
 )
 from grid_tasks.duroc.records import store_id
 from grid_tasks.duroc.store_models import SubjobSpec
+from grid_tasks.effects import failed_signature, watch_signature
+from grid_tasks.rsl import lower
+from grid_tasks.services import Services
 from grid_tasks.states import SubjobStartType
 
 
 class StructureChanges:
     """DUROC's ``subjob_add``/``subjob_delete`` as the scheduler worker runs them (the
     client asks through the door, :mod:`grid_tasks.duroc.control_door`); the
-    Coallocator provides grid, store and the rest."""
+    Coallocator provides services, store and the rest."""
 
-    grid: Any
+    services: Services
     store: Any
     ask_submit: Any
 
@@ -32,13 +35,10 @@ class StructureChanges:
         They join the same barrier; their watchers vouch for the job's ``owner`` at
         their gatekeepers.  StructureFrozenError after release or abort.
         """
-        from grid_tasks.duroc import tasks
-        from grid_tasks.rsl import lower
-
         job_id = self._existing(job, changing=True)
         subs = lower(rsl, variables, source=source,
-                     max_substitution=self.grid.settings.rsl_max_substitution)
-        with session_scope(self.grid.sessions) as session:
+                     max_substitution=self.services.settings.rsl_max_substitution)
+        with session_scope(self.services.sessions) as session:
             row = coalloc_row(session, job_id)
             check_rms(session, subs)
             labels = labels_for(subs, {s.label for s in row.subjobs if s.label})
@@ -47,22 +47,22 @@ class StructureChanges:
         for sub, label in zip(subs, labels):
             info = self.store.add_subjob(store_id(job_id), SubjobSpec(
                 label, sub.count, sub.start_type, sub.comms_type))
-            with session_scope(self.grid.sessions) as session:
+            with session_scope(self.services.sessions) as session:
                 session.add(new_subjob_row(job_id, info.address, label, sub))
             if sub.start_type is SubjobStartType.NO_BARRIER:
                 self.ask_submit(job_id, info.address, sub.rm_contact, owner)
             else:  # its own watcher: its failure takes the same error path as the chord's
-                sig = tasks.watch_signature(self.grid.app, job_id, info.address,
-                                            sub.rm_contact, deadline, submitter=owner)
+                sig = watch_signature(self.services.app, job_id, info.address,
+                                      sub.rm_contact, deadline, submitter=owner)
                 detach(sig.apply_async(
-                    link_error=tasks.failed_signature(self.grid.app, job_id)))
+                    link_error=failed_signature(self.services.app, job_id)))
         return labels
 
     def delete_here(self, job: int | str, label: str) -> int:
         """Delete a subjob before release (its GRAM job is cancelled); the job's id."""
         job_id = self._existing(job, changing=True)
         self.store.delete_subjob(store_id(job_id), label)
-        with session_scope(self.grid.sessions) as session:
+        with session_scope(self.services.sessions) as session:
             row = next((s for s in coalloc_row(session, job_id).subjobs if s.label == label), None)
             gram_id = None if row is None else row.gram_job_id
             if row is not None:

@@ -20,6 +20,8 @@ from grid_tasks.duroc.store_errors import (
     SubjobNotFoundError,
 )
 from grid_tasks.duroc.store_models import BarrierState
+from grid_tasks.gram.submission import gram_status
+from grid_tasks.services import Services
 from grid_tasks.states import JobState, SubjobStartType
 
 log = logging.getLogger("grid_tasks.duroc.control")
@@ -27,10 +29,10 @@ _UNREAD = object()  # watch_step: the subjob's barrier info not read yet
 
 
 class HeaderSteps:
-    """Delivery counts and :meth:`watch_step`; the Coallocator provides grid, store,
+    """Delivery counts and :meth:`watch_step`; the Coallocator provides services, store,
     ``submit_subjob`` and ``release_step``."""
 
-    grid: Any
+    services: Services
     store: Any
     submit_subjob: Any
     release_step: Any
@@ -80,7 +82,7 @@ class HeaderSteps:
                 return {"address": address, "deleted": True}
             raise
         # a job stored by this very step is PENDING: its state is read from the next on
-        status = None if stored else self.grid.status(gram_id)
+        status = None if stored else gram_status(self.services.sessions, gram_id)
         if status is not None and status.state.terminal:
             why = status.reason if status.state is JobState.FAILED else None
             return self._subjob_died(job_id, info, why or (

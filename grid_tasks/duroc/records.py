@@ -13,6 +13,8 @@ from typing import Any
 
 from grid_tasks.db.models import CoallocatedJob, Subjob
 from grid_tasks.db.models.jobs import BarrierState as SqlBarrier
+from grid_tasks.duroc.store_errors import SubjobNotFoundError
+from grid_tasks.errors import NotFoundError
 from grid_tasks.states import JobState, SubjobCommsType, SubjobStartType
 
 
@@ -26,8 +28,6 @@ def parse_job_ref(ref: int | str) -> int:
     text = str(ref).strip().rstrip("/")
     tail = text.rsplit("/", 1)[-1].rsplit("-", 1)[-1]
     if not tail.isdigit():
-        from grid_tasks.errors import NotFoundError
-
         raise NotFoundError(f"not a coallocated job id or contact: {ref!r}")
     return int(tail)
 
@@ -54,6 +54,14 @@ class SubjobStatus:
                 "size": self.size, "state": self.state.value, "gram_job": self.gram_job,
                 "entered": self.entered, "reason": self.reason, "exit_code": self.exit_code}
 
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "SubjobStatus":
+        """The inverse of :meth:`to_dict` (the scheduler's answer)."""
+        return cls(str(data["label"]), int(data["address"]), str(data["rm"]),
+                   SubjobStartType(data["start_type"]), SubjobCommsType(data["comms_type"]),
+                   int(data["size"]), JobState(data["state"]), data.get("gram_job"),
+                   data.get("entered"), data.get("reason"), data.get("exit_code"))
+
 
 @dataclass(frozen=True)
 class CoallocStatus:
@@ -71,8 +79,6 @@ class CoallocStatus:
         return self.state.terminal
 
     def subjob(self, label: str) -> SubjobStatus:
-        from grid_tasks.duroc.store_errors import SubjobNotFoundError
-
         for sub in self.subjobs:
             if sub.label == label:
                 return sub
@@ -82,6 +88,13 @@ class CoallocStatus:
         return {"id": self.id, "contact": self.contact, "state": self.state.value,
                 "barrier": self.barrier, "reason": self.reason,
                 "subjobs": [s.to_dict() for s in self.subjobs]}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "CoallocStatus":
+        """The inverse of :meth:`to_dict` (the scheduler's answer)."""
+        return cls(int(data["id"]), str(data["contact"]), JobState(data["state"]),
+                   str(data["barrier"]), data.get("reason"),
+                   tuple(SubjobStatus.from_dict(s) for s in data.get("subjobs") or ()))
 
 
 def outcome(row: Subjob) -> tuple[JobState, str | None]:

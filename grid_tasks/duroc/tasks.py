@@ -22,29 +22,23 @@ from typing import Any
 
 from celery import shared_task
 
+from grid_tasks.db.models.jobs import BarrierState as SqlBarrier
+from grid_tasks.duroc.control import Coallocator
+from grid_tasks.duroc.control_door import (
+    ADD_SUBJOBS, CANCEL, DELETE_SUBJOB, RELEASE_BARRIER, REQUEST, STATUS, SUBMIT_SUBJOB,
+)
+from grid_tasks.effects import FAILED, RELEASE, SETTLE, WATCH
 from grid_tasks.gram.door import answer
-
-WATCH = "grid_tasks.duroc.tasks.watch_subjob"
-RELEASE = "grid_tasks.duroc.tasks.release"
-FAILED = "grid_tasks.duroc.tasks.coalloc_failed"
-SETTLE = "grid_tasks.duroc.tasks.settle"
-SUBMIT_SUBJOB = "grid_tasks.duroc.tasks.submit_subjob"
-REQUEST = "grid_tasks.duroc.tasks.request"
-ADD_SUBJOBS = "grid_tasks.duroc.tasks.add_subjobs"
-DELETE_SUBJOB = "grid_tasks.duroc.tasks.delete_subjob"
-RELEASE_BARRIER = "grid_tasks.duroc.tasks.release_barrier"
-CANCEL = "grid_tasks.duroc.tasks.cancel"
+from grid_tasks.security.roles import Role
+from grid_tasks.services import per_process, services_for
 #: Longest a header task waits for entries before re-queuing itself (seconds).
 SLICE_S = 0.5
 
 
 
-def coallocator_for(app: Any) -> Any:
-    """This process's Coallocator on its worker's Grid (never closed)."""
-    from grid_tasks.duroc.control import Coallocator
-    from grid_tasks.services import grid_for, per_process
-
-    return per_process(app, "coallocator", lambda: Coallocator(grid_for(app)))
+def coallocator_for(app: Any) -> Coallocator:
+    """This process's Coallocator on its worker's Services (never closed)."""
+    return per_process(app, "coallocator", lambda: Coallocator(services_for(app)))
 
 
 # track_started off: a header's STARTED state in the result backend would cost a round
@@ -131,6 +125,14 @@ def cancel(self: Any, *, job: int, submitter: str | None = None) -> dict[str, An
     return answer(lambda: {"job": co.cancel_here(co.owned(job, who)[0])})
 
 
+@shared_task(name=STATUS, bind=True, track_started=False)
+def status(self: Any, *, job: int, submitter: str | None = None) -> dict[str, Any]:
+    """The job's snapshot for its owner or an operator; ``{"ok": {...}}``."""
+    co, who = coallocator_for(self.app), self.submitter(submitter)
+    admin = self.signed_as(Role.OPERATOR)
+    return answer(lambda: co.serve_status(who, job, admin=admin))
+
+
 @shared_task(name=RELEASE, bind=True, max_retries=None)
 def release(self: Any, results: Any = None, *, job: int) -> bool:
     """Chord body: release the barrier (re-queued while subjobs added later are not in)."""
@@ -143,8 +145,6 @@ def release(self: Any, results: Any = None, *, job: int) -> bool:
 @shared_task(name=FAILED, bind=True)
 def coalloc_failed(self: Any, task_id: str | None = None, *, job: int) -> bool:
     """Chord error path: cancel every subjob of the job and release its resources."""
-    from grid_tasks.db.models.jobs import BarrierState as SqlBarrier
-
     co = coallocator_for(self.app)
     reason = co.failure_reason(job)
     barrier = SqlBarrier.TIMED_OUT if "barrier timeout" in reason else SqlBarrier.FAILED
@@ -158,33 +158,3 @@ def settle(self: Any, *, job: int) -> str:
     """A subjob's GRAM job ended: settle the coallocated job's fate by its start types
     (a strict subjob failing after release kills the others; all ended -> DONE)."""
     return coallocator_for(self.app).subjob_states(job).state.value
-
-
-def settle_signature(app: Any, job: int) -> Any:
-    from grid_tasks.celery_app import readable
-
-    return app.signature(SETTLE, kwargs={"job": job}) \
-        .set(**readable("duroc-settle", job=f"coalloc-{job}"))
-
-
-def watch_signature(app: Any, job: int, address: int, rm: str, deadline: float, *,
-                    submitter: str | None = None, account: str | None = None) -> Any:
-    """The header signature watching subjob ``address`` of ``job`` at ``rm``, for the
-    job's owner ``submitter`` (vouched for by the scheduler sending it)."""
-    from grid_tasks.celery_app import readable
-
-    return app.signature(WATCH, kwargs={"rm": rm, "job": job, "address": address,
-                                        "deadline": deadline, "submitter": submitter,
-                                        "account": account}) \
-        .set(**readable("duroc-watch", job=f"coalloc-{job}/{address}", rm=rm))
-
-
-def release_signature(app: Any, job: int) -> Any:
-    from grid_tasks.celery_app import readable
-
-    return app.signature(RELEASE, kwargs={"job": job}) \
-        .set(**readable("duroc-release", job=f"coalloc-{job}"))
-
-
-def failed_signature(app: Any, job: int) -> Any:
-    return app.signature(FAILED, kwargs={"job": job})

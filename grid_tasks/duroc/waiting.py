@@ -12,15 +12,16 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from redis.exceptions import RedisError
+
 from grid_tasks.events import channel as gram_channel
+from grid_tasks.gram.errors import WaitTimeoutError
 
 COALLOC_CHANNEL = "grid_tasks:duroc:coalloc:{}:events"
 
 
 def announce(client: Any, job_id: int, state: str) -> None:
     """Tell the job's waiters its SQL state changed (fire and forget: they look anyway)."""
-    from redis.exceptions import RedisError
-
     try:
         client.publish(COALLOC_CHANNEL.format(job_id), state)
     except (RedisError, OSError):
@@ -33,10 +34,8 @@ def wait_for_end(coallocator: Any, job_id: int, timeout: float | None,
 
     WaitTimeoutError (carrying the last status) after ``timeout`` seconds.
     """
-    from grid_tasks.gram.errors import WaitTimeoutError
-
     deadline = None if timeout is None else time.monotonic() + timeout
-    pubsub = coallocator.grid.redis.pubsub(ignore_subscribe_messages=True)
+    pubsub = coallocator.services.redis.pubsub(ignore_subscribe_messages=True)
     pubsub.subscribe(COALLOC_CHANNEL.format(job_id))
     watched: set[int] = set()
     try:

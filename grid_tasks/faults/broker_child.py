@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from grid_tasks.broker.collection import Requester
+from grid_tasks.legion.collection import Requester
 from grid_tasks.broker.holds import RmHolds
 from grid_tasks.broker.live import Broker
 from grid_tasks.client import Grid

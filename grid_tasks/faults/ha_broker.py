@@ -86,7 +86,7 @@ class BrokerKill(FaultCase):
            "(&(executable=/bin/true)(resourceManagerContact=rmB)(label=b)(maxWallTime=1))")
 
     def exercise(self, fg: FaultGrid, marker: str, jobs: list[int]) -> tuple[float, str]:
-        from grid_tasks.broker.tokens import TokenStore
+        from grid_tasks.legion.tokens import TokenStore
 
         assert fg.settings is not None
         store = TokenStore.from_url(fg.settings.redis_url, settings=fg.settings)
@@ -215,7 +215,7 @@ def _tokens_of(store: Any, key: str) -> list[Any]:
 
 def _token_checks(store: Any, held: list[Any], key: str) -> list[Check]:
     """Invariant 4 (an expired token starts nothing), no token left, no overbooking."""
-    from grid_tasks.broker.tokens import TokenInvalid, scan
+    from grid_tasks.legion.tokens import TokenInvalid, scan
 
     report = scan(store)
     startable: list[str] = []

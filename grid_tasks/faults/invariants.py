@@ -19,6 +19,7 @@ from typing import Any
 import psutil
 
 from grid_tasks.faults.harness import MARKER_ENV
+from grid_tasks.gram.submission import gram_status
 
 
 @dataclass
@@ -61,7 +62,7 @@ def no_lost_jobs(grid: Any, job_ids: list[int], *, allow_queued: bool = False) -
     bad = []
     for job_id in job_ids:
         try:
-            status = grid.status(job_id)
+            status = gram_status(grid.sessions, job_id)  # the operator's view: SQL
         except NotFoundError:
             bad.append(f"{job_id}: no SQL record")
             continue
@@ -77,7 +78,7 @@ def no_leaked_reservations(grid: Any, job_ids: list[int]) -> Check:
 
     from grid_tasks.db import Reservation, session_scope
 
-    finished = {j for j in job_ids if grid.status(j).terminal}
+    finished = {j for j in job_ids if gram_status(grid.sessions, j).terminal}
     with session_scope(grid.sessions) as session:
         rows = list(session.scalars(select(Reservation)))
         leaked = [r.name for r in rows if r.owner_job_id in finished]

@@ -1,6 +1,6 @@
 """Binding a GRAM job to a grid reservation: RSL ``(reservation=NAME)``, like Maui's ADVRES.
 
-The broker reserves resources on an RM for one grid job (:mod:`grid_tasks.broker.rm_service`)
+The broker reserves resources on an RM for one grid job (:mod:`grid_tasks.scheduling.rm_service`)
 and writes ``(resourceManagerContact=RM)(reservation=NAME)`` into the subjob it places.
 At submission, in the same transaction as the job row, :func:`bind` checks that the
 reservation exists on that RM, is a grid reservation, has not ended and is not bound to

@@ -24,10 +24,12 @@ from typing import Any
 
 from grid_tasks.errors import ConnectivityError, GridTasksError, NotFoundError, SourceError
 from grid_tasks.gram.errors import JobFinishedError, JobRefusedError
+from grid_tasks.rsl.errors import RSLError
 from grid_tasks.security.errors import Unauthorized
 
-SUBMIT = "grid_tasks.gram.tasks.submit"
-CANCEL = "grid_tasks.gram.tasks.cancel"
+SUBMIT = "grid_tasks.gram.gatekeeper.submit"
+CANCEL = "grid_tasks.gram.gatekeeper.cancel"
+STATUS = "grid_tasks.gram.gatekeeper.status"
 #: How long a client waits for a gatekeeper's answer (seconds); the request expires
 #: then, so a gatekeeper started later never acts on a request nobody waits for.
 DEFAULT_TIMEOUT_S = 30.0
@@ -47,9 +49,6 @@ def error_to_wire(exc: GridTasksError) -> dict[str, Any]:
 
 
 def _rsl(d: dict[str, Any]) -> GridTasksError:
-    # (imported here: the rsl package loads its parsers, and node daemons import this)
-    from grid_tasks.rsl.errors import RSLError
-
     return RSLError(d["message"], code=d.get("code") or "BAD_RSL", line=d.get("line"),
                     column=d.get("column"), source=d.get("source") or "<rsl>")
 

@@ -15,6 +15,8 @@ class GramJobError(GridTasksError):
     @property
     def number(self) -> int | None:
         """The GLOBUS_GRAM_PROTOCOL_ERROR number of ``code``."""
+        # (imported here: node daemons import these errors, and the rsl package loads
+        # its parser and lark, which a node never needs)
         from grid_tasks.rsl import GramError
 
         return GramError(self.code).number if self.code else None

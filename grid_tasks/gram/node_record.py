@@ -14,25 +14,20 @@ import time
 from datetime import datetime, timezone
 from typing import Any
 
+from sqlalchemy.exc import OperationalError
+
+from grid_tasks.db import record_node_seen, session_scope
 from grid_tasks.errors import NotFoundError
-from grid_tasks.settings import Settings
 
 log = logging.getLogger(__name__)
 
 
-def record_in_db(settings: Settings, rm: str, node: str, resources: dict[str, Any],
+def record_in_db(sessions: Any, rm: str, node: str, resources: dict[str, Any],
                  when: datetime | None = None) -> bool:
-    """Record the registration in SQL when the db package offers it (at ``when``, else
-    now).  The node must already be in the database (``grid-tasks up`` / ``db`` sync
-    the topology); returns False when there is no db package."""
-    try:
-        from grid_tasks import db
-    except ImportError:
-        return False
-
-    factory = db.session_factory(db.get_engine(settings.database_url))
-    with db.session_scope(factory) as session:
-        db.record_node_seen(session, rm, node, resources, when or datetime.now(timezone.utc))
+    """Record the registration in SQL (at ``when``, else now).  The node must already
+    be in the database (``grid-tasks up`` / ``db`` sync the topology)."""
+    with session_scope(sessions) as session:
+        record_node_seen(session, rm, node, resources, when or datetime.now(timezone.utc))
     return True
 
 
@@ -41,13 +36,13 @@ def record_in_db(settings: Settings, rm: str, node: str, resources: dict[str, An
 RECORD_RETRY_DELAYS = (0.1, 0.2, 0.5, 1.0, 2.0, 3.0, 5.0, 5.0, 5.0, 8.0)
 
 
-def record_when_ready(settings: Settings, rm: str, node: str, resources: dict[str, Any],
+def record_when_ready(sessions: Any, rm: str, node: str, resources: dict[str, Any],
                       delays: tuple[float, ...] = RECORD_RETRY_DELAYS,
                       when: datetime | None = None) -> bool:
     """:func:`record_in_db`, retried while the database is not ready for it."""
     for delay in (*delays, None):
         try:
-            return record_in_db(settings, rm, node, resources, when)
+            return record_in_db(sessions, rm, node, resources, when)
         except Exception as exc:
             if delay is None or not _not_ready(exc):
                 raise
@@ -59,6 +54,4 @@ def record_when_ready(settings: Settings, rm: str, node: str, resources: dict[st
 
 def _not_ready(exc: BaseException) -> bool:
     """A missing table (not migrated yet), node row (not synced yet) or connection."""
-    from sqlalchemy.exc import OperationalError
-
     return isinstance(exc, (OperationalError, NotFoundError))

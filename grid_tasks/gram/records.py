@@ -15,7 +15,9 @@ from sqlalchemy.orm import Session
 
 from grid_tasks.db import record_transition, repository
 from grid_tasks.db.models import Job as JobRow
-from grid_tasks.events import JobEvent, publish
+from grid_tasks.effects import announce
+from grid_tasks.events import JobEvent
+from grid_tasks.rsl.errors import GramError
 from grid_tasks.states import JobState
 
 
@@ -35,29 +37,8 @@ class Outbox:
         self.coallocations |= other.coallocations
 
     def flush(self, client: Any, app: Any = None) -> None:
-        """(With an app) trigger the RMs' iterations and publish the events, in one
-        round trip; then send the iteration tasks the triggers ask for."""
-        from grid_tasks.scheduling import queue_trigger, send_triggered
-
-        rms = sorted(self.rms) if app is not None else []
-        if rms or self.events:
-            pipe = client.pipeline(transaction=False)
-            for rm in rms:  # first: every waiting job's start hangs on its iteration
-                queue_trigger(pipe, rm)
-            for event in self.events:
-                publish(pipe, event)
-            replies = pipe.execute()
-            if rms:
-                send_triggered(app, rms, replies[:len(rms)])
-        if app is not None:
-            if self.coallocations:
-                from grid_tasks.duroc.tasks import settle_signature
-
-                for job in sorted(self.coallocations):
-                    settle_signature(app, job).apply_async(ignore_result=True)
-        self.events.clear()
-        self.rms.clear()
-        self.coallocations.clear()
+        """Send what this outbox holds, after its commit (:func:`grid_tasks.effects.announce`)."""
+        announce(self, client, app)
 
 
 def transition(session: Session, job: JobRow, state: JobState, reason: str | None,
@@ -75,8 +56,6 @@ def mark_end(job: Any, gram_error: str | None, exit_code: int | None,
     """Set an ending job's GRAM error (the first one stands) and exit codes (``job``: a
     Job or any object with its attributes)."""
     if gram_error is not None and job.gram_error is None:
-        from grid_tasks.rsl import GramError
-
         job.gram_error = gram_error
         job.gram_error_code = GramError(gram_error).number
     if exit_code is not None:

@@ -18,9 +18,14 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from grid_tasks.db import ConcurrentUpdateError
-from grid_tasks.errors import ConnectivityError
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from grid_tasks.effects import send_reports
 from grid_tasks.gram import keys
+from grid_tasks.gram.report_sender import FINISHED, STARTED, Report, ReportSender, to_wire
+from grid_tasks.security.connections import redis_client
+from grid_tasks.settings import app_settings
 
 log = logging.getLogger(__name__)
 
@@ -43,10 +48,18 @@ class NodeContext:
         """The batching sender of this context's job manager reports."""
         with _lock:
             if self.sender is None:
-                from grid_tasks.gram.report_sender import ReportSender, send_reports
-
-                self.sender = ReportSender(lambda batch: send_reports(self.app, batch))
+                self.sender = ReportSender(self._send)
             return self.sender
+
+
+    def _send(self, batch: list[Report]) -> None:
+        """Publish ``batch`` to its RMs' gatekeepers: one message per RM and node."""
+        groups: dict[tuple[str, str], list[Report]] = {}
+        for report in batch:
+            groups.setdefault((report.req.rm, report.req.node), []).append(report)
+        for (rm, node), reports in groups.items():
+            send_reports(self.app, rm, node, [r.req.job_id for r in reports],
+                         [to_wire(r) for r in reports])
 
 
 _contexts: dict[tuple[int, int], NodeContext] = {}
@@ -60,10 +73,8 @@ def lease_timing(settings: Any) -> tuple[float, float]:
 
 
 def node_context(app: Any) -> NodeContext:
-    """The shared context of this process for ``app`` (made on first use)."""
-    from grid_tasks.node.daemon import app_settings
-    from grid_tasks.security.connections import redis_client
-
+    """The shared context of this process for ``app`` (made on first use): a node
+    daemon's composition root (it holds no database credentials)."""
     key = (os.getpid(), id(app))
     with _lock:
         ctx = _contexts.get(key)
@@ -75,42 +86,6 @@ def node_context(app: Any) -> NodeContext:
         return ctx
 
 
-#: Backoff before each retry of a database write that hit a dropped connection
-#: (seconds): about 20 s in all, so a database restart or failover is ridden out.
-DB_RETRY_DELAYS = (0.1, 0.2, 0.5, 1.0, 2.0, 2.0, 3.0, 3.0, 4.0, 4.0)
-
-
-def transient_db_error(exc: BaseException) -> bool:
-    """Whether ``exc`` is a lost or refused database connection worth retrying."""
-    from sqlalchemy.exc import DBAPIError, OperationalError
-
-    if isinstance(exc, (OperationalError, ConnectivityError)):
-        return True  # ConnectivityError: grid_tasks.db's guard around a refused connect
-    return isinstance(exc, DBAPIError) and bool(exc.connection_invalidated)
-
-
-def _retrying(action: Any, attempts: int = 5,
-              delays: tuple[float, ...] = DB_RETRY_DELAYS) -> Any:
-    """Run ``action``, retrying optimistic-lock conflicts (``attempts`` times, quickly)
-    and transient database errors (once per entry of ``delays``, sleeping it)."""
-    conflicts = outages = 0
-    while True:
-        try:
-            return action()
-        except ConcurrentUpdateError:
-            conflicts += 1
-            if conflicts >= attempts:
-                raise
-            time.sleep(0.01 * conflicts)
-        except Exception as exc:
-            if not transient_db_error(exc) or outages >= len(delays):
-                raise
-            log.warning("database unavailable (%s); retrying in %.1f s",
-                        type(exc).__name__, delays[outages])
-            time.sleep(delays[outages])
-            outages += 1
-
-
 #: Backoff before each retry of a Redis call that found the server gone (seconds):
 #: about 20 s in all, so a redis-server restart is ridden out.
 REDIS_RETRY_DELAYS = (0.1, 0.2, 0.5, 1.0, 1.0, 2.0, 2.0, 3.0, 4.0, 5.0)
@@ -118,9 +93,6 @@ REDIS_RETRY_DELAYS = (0.1, 0.2, 0.5, 1.0, 1.0, 2.0, 2.0, 3.0, 4.0, 5.0)
 
 def redis_retrying(action: Any, delays: tuple[float, ...] = REDIS_RETRY_DELAYS) -> Any:
     """Run ``action``, retrying it while Redis is unreachable (restarting, loading)."""
-    from redis.exceptions import ConnectionError as RedisConnectionError
-    from redis.exceptions import TimeoutError as RedisTimeoutError
-
     for delay in (*delays, None):
         try:
             return action()
@@ -143,8 +115,6 @@ def report_started(ctx: NodeContext, req: Any, started: float | None = None) -> 
 
     first = redis_retrying(lease_and_claim)
     if first:
-        from grid_tasks.gram.report_sender import STARTED, Report
-
         ctx.reporter().write(Report(STARTED, req, started=started))
 
 
@@ -164,6 +134,4 @@ def report_finished(ctx: NodeContext, req: Any, part_json: str) -> None:
     if len(everything) < req.nodes:
         return
     results = {k.decode(): json.loads(v) for k, v in everything.items()}
-    from grid_tasks.gram.report_sender import FINISHED, Report
-
     ctx.reporter().write(Report(FINISHED, req, results))

@@ -22,6 +22,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from grid_tasks.queues import gatekeeper_queue
+
 #: How every refusal of a report starts (its kind in the refusal counts).
 REFUSED = "bad report"
 #: The common name of a node key shared by every node (it names none of them).
@@ -52,8 +54,6 @@ def signer_refusal(subject: str | None, node: str) -> str | None:
 
 def queue_refusal(rm: str, queue: str | None) -> str | None:
     """Why a report for ``rm`` may not be taken from ``queue`` (None when it may)."""
-    from grid_tasks.queues import gatekeeper_queue
-
     if queue and queue != gatekeeper_queue(rm):
         return f"{REFUSED}: for {rm}, but delivered on queue {queue}"
     return None

@@ -22,6 +22,7 @@ from grid_tasks.db.models import Job as JobRow
 from grid_tasks.db.models import JobStateHistory
 from grid_tasks.db.models.base import check_lengths, column_names, table_row
 from grid_tasks.db.repository import accounting_values
+from grid_tasks.db.transitions import apply_transition
 from grid_tasks.states import JobState
 
 #: What a report reads and may change of a job (no RSL, no holds, no priority).
@@ -81,8 +82,6 @@ class Changes:
                    at: datetime) -> bool:
         """Apply one state change to ``view`` and queue its history row; False for a
         repeat of the current state (as ``record_transition``)."""
-        from grid_tasks.db.transitions import apply_transition
-
         current = JobState(view.state) if view.state is not None else JobState.UNSUBMITTED
         if new is current:
             return False

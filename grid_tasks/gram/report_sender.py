@@ -26,15 +26,8 @@ from grid_tasks.errors import GridTasksError
 
 log = logging.getLogger(__name__)
 
-RECORD_REPORTS = "grid_tasks.gram.report_tasks.record_reports"
-RECORD_NODE = "grid_tasks.gram.report_tasks.record_node"
-
 #: Reports per message (and so per gatekeeper transaction) at most.
 MAX_BATCH = 200
-#: kombu's retry policy for a report's publish: about 25 s of a broker restarting.
-PUBLISH_RETRY: dict[str, float] = {"max_retries": 12, "interval_start": 0.1,
-                                   "interval_step": 0.5, "interval_max": 3.0}
-
 STARTED, FINISHED = "started", "finished"
 
 
@@ -80,21 +73,6 @@ def from_wire(data: Any) -> Report:
         return Report(kind, ref, results, None if started is None else float(started))
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise GridTasksError(f"a malformed job report ({exc})") from None
-
-
-def send_reports(app: Any, batch: list[Report]) -> None:
-    """Publish ``batch`` to its RMs' gatekeepers: one message per RM and node."""
-    from grid_tasks.celery_app import readable
-
-    groups: dict[tuple[str, str], list[Report]] = {}
-    for report in batch:
-        groups.setdefault((report.req.rm, report.req.node), []).append(report)
-    for (rm, node), reports in groups.items():
-        jobs = ",".join(str(r.req.job_id) for r in reports)
-        app.send_task(RECORD_REPORTS, kwargs={
-            "rm": rm, "node": node, "reports": [to_wire(r) for r in reports]},
-            ignore_result=True, retry=True, retry_policy=PUBLISH_RETRY,
-            **readable("report", job=jobs, rm=rm, node=node))
 
 
 class ReportSender:

@@ -20,10 +20,17 @@ from celery import shared_task
 from celery.exceptions import Reject
 
 from grid_tasks.celery_app import LAUNCH_CRITICAL
+from grid_tasks.db.retry import retrying, transient_db_error
+from grid_tasks.effects import RECORD_NODE, RECORD_REPORTS, trigger_iteration
 from grid_tasks.errors import GridTasksError
+from grid_tasks.gram.node_record import record_when_ready
+from grid_tasks.gram.report import redis_retrying
 from grid_tasks.gram.report_checks import REFUSED, queue_refusal, signer_refusal, vet_report
-from grid_tasks.gram.report_sender import RECORD_NODE, RECORD_REPORTS, Report, from_wire
+from grid_tasks.gram.report_sender import Report, from_wire
+from grid_tasks.gram.report_writer import record
 from grid_tasks.security.refusals import refuse
+from grid_tasks.services import services_for
+from grid_tasks.topology import load_topology
 
 log = logging.getLogger(__name__)
 
@@ -34,10 +41,6 @@ def record_reports(self: Any, *, rm: str, node: str,
     """Check and record one node's batch of job reports in one transaction, then send
     their events and iteration triggers.  A database away longer than the retries
     puts the message back (it is the gatekeeper's to ride out, not the node's)."""
-    from grid_tasks.gram.report import _retrying, redis_retrying, transient_db_error
-    from grid_tasks.gram.report_writer import record
-    from grid_tasks.services import grid_for
-
     refused = functools.partial(_refuse, self)
     whole = signer_refusal(self.signer_subject(), node) or queue_refusal(rm, _queue(self))
     if whole is not None:
@@ -45,9 +48,9 @@ def record_reports(self: Any, *, rm: str, node: str,
         return {"recorded": 0, "refused": len(reports)}
     reports = reports if isinstance(reports, list) else []
     batch = _decoded(reports, refused)
-    grid = grid_for(self.app)
+    services = services_for(self.app)
     try:
-        done = record(grid.sessions, batch, _retrying,
+        done = record(services.sessions, batch, retrying,
                       functools.partial(vet_report, rm, node))
     except Exception as exc:
         if not transient_db_error(exc):
@@ -60,7 +63,7 @@ def record_reports(self: Any, *, rm: str, node: str,
         log.error("report on job %s from %s/%s not recorded: %s", report.req.job_id, rm,
                   node, error)
     try:
-        redis_retrying(lambda: done.outbox.flush(grid.redis, self.app))
+        redis_retrying(lambda: done.outbox.flush(services.redis, self.app))
     except Exception as exc:  # committed; beat's iterations catch up on the triggers
         log.warning("reports of %s/%s recorded, but their events or triggers were not "
                     "sent: %s", rm, node, exc)
@@ -74,12 +77,8 @@ def record_node(self: Any, *, rm: str, node: str, resources: dict[str, Any],
     """Record a node daemon's registration (``registered_at``, ``last_seen``, its
     resources), waiting while the database is not prepared yet; then the RM's
     iteration runs, seeing the node.  Only a node of this RM's topology may register."""
-    from grid_tasks.gram.node_record import record_when_ready
-    from grid_tasks.node.daemon import app_settings
-    from grid_tasks.scheduling import trigger_iteration
-    from grid_tasks.topology import load_topology
-
-    settings = app_settings(self.app)
+    services = services_for(self.app)
+    settings = services.settings
     reason = signer_refusal(self.signer_subject(), node) or queue_refusal(rm, _queue(self))
     if reason is None:
         try:
@@ -89,10 +88,10 @@ def record_node(self: Any, *, rm: str, node: str, resources: dict[str, Any],
     if reason is not None:
         _refuse(self, reason)
         return False
-    now = datetime.now(timezone.utc)
+    now = services.clock.now()
     when = now if at is None else min(now, datetime.fromtimestamp(float(at), timezone.utc))
-    record_when_ready(settings, rm, node, dict(resources), when=when)
-    trigger_iteration(self.app, rm)
+    record_when_ready(services.sessions, rm, node, dict(resources), when=when)
+    trigger_iteration(self.app, rm, client=services.redis)
     return True
 
 

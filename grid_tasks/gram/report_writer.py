@@ -24,6 +24,7 @@ from sqlalchemy import bindparam, select
 
 from grid_tasks.db import AccountingRecord, Reservation, ReservationKind, session_scope
 from grid_tasks.db.models import Job as JobRow
+from grid_tasks.db.retry import transient_db_error
 from grid_tasks.events import JobEvent
 from grid_tasks.gram.records import Outbox, mark_end
 from grid_tasks.gram.report_rows import Changes, JobView, load
@@ -55,8 +56,6 @@ def record(sessions: Any, batch: list[Report], retrying: Any, vet: Vet | None = 
     """Write ``batch`` (:func:`write_reports`, retried by ``retrying``); when it fails for a
     reason other than the database being away, each report on its own, so that one bad
     report does not lose the others.  Raises only a transient database error."""
-    from grid_tasks.gram.report import transient_db_error
-
     def attempt(reports: list[Report]) -> Recorded:
         done = Recorded(Outbox())  # afresh per try: a retried batch refuses again
         checked = None if vet is None else _noting(vet, done.refused)

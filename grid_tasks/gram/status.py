@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from grid_tasks.errors import NotFoundError
 from grid_tasks.states import JobState, MauiJobState
 
 
@@ -77,3 +78,26 @@ class HistoryEntry:
     to_state: JobState
     reason: str | None
     at: datetime
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form (states by value, time as ISO 8601)."""
+        return {"from_state": None if self.from_state is None else self.from_state.value,
+                "to_state": self.to_state.value, "reason": self.reason,
+                "at": self.at.isoformat()}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "HistoryEntry":
+        """The inverse of :meth:`to_dict` (a gatekeeper's answer)."""
+        before = data.get("from_state")
+        return cls(None if before is None else JobState(before), JobState(data["to_state"]),
+                   data.get("reason"), datetime.fromisoformat(data["at"]))
+
+
+def parse_contact(contact: str) -> tuple[int, str]:
+    """(job id, RM) of a GRAM job contact ``gram://<rm>/jobs/<id>``; NotFoundError for
+    anything else."""
+    head, _, rest = str(contact).partition("://")
+    rm, _, tail = rest.partition("/jobs/")
+    if head != "gram" or not rm or not tail.isdigit():
+        raise NotFoundError(f"{contact!r} is not a GRAM job contact (gram://<rm>/jobs/<id>)")
+    return int(tail), rm

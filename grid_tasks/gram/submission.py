@@ -3,23 +3,28 @@
 from __future__ import annotations
 
 import getpass
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import bindparam, insert, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from grid_tasks.db import repository
+from grid_tasks.db import repository, session_scope
 from grid_tasks.db.models import Job as JobRow
 from grid_tasks.db.models import JobStateHistory, Node
-from grid_tasks.errors import NotFoundError
+from grid_tasks.db.models.base import table_row
+from grid_tasks.errors import GridTasksError, NotFoundError
 from grid_tasks.events import JobEvent
 from grid_tasks.gram.binding import bind as bind_reservation
 from grid_tasks.gram.binding import requested_reservation
 from grid_tasks.gram.errors import JobFinishedError, JobRefusedError
 from grid_tasks.gram.records import Outbox, finish
-from grid_tasks.gram.status import JobStatus
+from grid_tasks.gram.keys import CANCEL_TTL_S, cancel_key
+from grid_tasks.gram.status import HistoryEntry, JobStatus
+from grid_tasks.security.authorization import authorize, check_owner, gridmap_for
+from grid_tasks.security.errors import Unauthorized
+from grid_tasks.services import Services
 from grid_tasks.states import JobState, MauiJobState
 
 #: Walltime of a job whose RSL gives neither maxWallTime nor maxTime (seconds).
@@ -87,8 +92,6 @@ def insert_job(session: Session, rm: str, rsl: str, sub: Any, creds: dict[str, A
     ``run_as`` is the local account the grid map chose (the job's processes run as
     it); ``owner`` the submitting identity (default: the user).  Plain INSERTs and one
     UPDATE rather than an ORM flush: every submission pays for this."""
-    from grid_tasks.db.models.base import table_row
-
     request = sub.to_dict()
     if extra_env:
         request["extra_env"] = {str(k): str(v) for k, v in extra_env.items()}
@@ -118,7 +121,8 @@ def insert_job(session: Session, rm: str, rsl: str, sub: Any, creds: dict[str, A
     return job_id, contact
 
 
-def store_submission(grid: Any, rsl: str, sub: Any, rm: str | None, creds: dict[str, Any], *,
+def store_submission(services: Services, rsl: str, sub: Any, rm: str | None,
+                     creds: dict[str, Any], *,
                      idempotency_key: str | None = None,
                      extra_env: dict[str, str] | None = None, identity: str | None = None,
                      coallocation: tuple[int, str] | None = None,
@@ -134,18 +138,15 @@ def store_submission(grid: Any, rsl: str, sub: Any, rm: str | None, creds: dict[
     iteration is triggered, and sends the stored job's events, which go into ``hold``,
     with that iteration's first round trip.
     """
-    from grid_tasks.db import session_scope
-    from grid_tasks.errors import GridTasksError
-
     outbox = Outbox()
     try:
-        with session_scope(grid.sessions) as session:
-            name, who, granted = _authorized(grid, session, rm, identity, creds.get("user"))
+        with session_scope(services.sessions) as session:
+            name, who, granted = _authorized(services, session, rm, identity, creds.get("user"))
             creds = {**creds, "user": granted.name if granted else (
                 creds.get("user") or getpass.getuser())}
             check_fits(session, name, sub)  # also names an unknown RM (NotFoundError)
             job_id, contact = insert_job(
-                session, name, rsl, sub, creds, _utcnow(), outbox,
+                session, name, rsl, sub, creds, services.clock.now(), outbox,
                 idempotency_key=idempotency_key, extra_env=extra_env,
                 run_as=granted.name if granted else None, owner=who,
                 coallocation=coallocation)
@@ -153,18 +154,18 @@ def store_submission(grid: Any, rsl: str, sub: Any, rm: str | None, creds: dict[
                 within(session, job_id)
     except (IntegrityError, GridTasksError):
         # the key's row is looked for only now: a retried submission is the rare case
-        found = _by_key(grid, idempotency_key)
+        found = _by_key(services, idempotency_key)
         if found is None:
             raise
         return found[0], found[1], False
     if hold is not None:
         hold.events += outbox.events
     else:
-        outbox.flush(grid.redis, grid.app)
+        outbox.flush(services.redis, services.app)
     return job_id, contact, True
 
 
-def _authorized(grid: Any, session: Session, rm: str | None, identity: str | None,
+def _authorized(services: Services, session: Session, rm: str | None, identity: str | None,
                 account: str | None) -> tuple[str, str | None, Any]:
     """(RM, submitting identity, the grid map's LocalAccount for it).
 
@@ -172,67 +173,78 @@ def _authorized(grid: Any, session: Session, rm: str | None, identity: str | Non
     map, a request without one is refused, and ``account`` (``--user``) may only pick
     among the accounts the map allows that identity (the first by default).  Without
     a grid map (a one-user grid) nothing is mapped and a named RM not looked up."""
-    from grid_tasks.security.authorization import authorize, gridmap_for
-    from grid_tasks.security.errors import Unauthorized
-
-    if gridmap_for(grid.settings) is None:
+    if gridmap_for(services.settings) is None:
         return rm or choose_rm(session, None), identity, None
     name = choose_rm(session, rm)  # an unknown RM is named before any authorization
     if not identity:
         raise Unauthorized(f"{name} accepts only signed requests from a user in its grid "
                            "map: this one carries no verified identity", rm=name)
-    return name, identity, authorize(grid.settings, identity, name, account=account)
+    return name, identity, authorize(services.settings, identity, name, account=account)
 
 
-def _by_key(grid: Any, key: str | None) -> tuple[int, str] | None:
+def _by_key(services: Services, key: str | None) -> tuple[int, str] | None:
     """(id, contact) of the job stored with idempotency key ``key``, if any."""
     if not key:
         return None
-    from grid_tasks.db import session_scope
-
-    with session_scope(grid.sessions) as session:
+    with session_scope(services.sessions) as session:
         found = repository.find_job_by_idempotency_key(session, key)
         return None if found is None else (found.id, found.contact)
 
 
-def _utcnow() -> datetime:
-    return datetime.now(timezone.utc)
-
-
-def cancel_job(grid: Any, job_id: int, *, rm: str | None = None,
+def cancel_job(services: Services, job_id: int, *, rm: str | None = None,
                identity: str | None = None, admin: bool = False) -> Any:
     """Cancel ``job_id`` (see :meth:`grid_tasks.client.Grid.cancel`).
 
     At a gatekeeper (``rm`` given) the job must be that RM's, and with a grid map
     only its owner, as verified (``identity``), or an ``admin`` may cancel it."""
-    from grid_tasks.db import session_scope
-    from grid_tasks.gram.keys import CANCEL_TTL_S, cancel_key
-
     outbox = Outbox()
-    with session_scope(grid.sessions) as session:
+    with session_scope(services.sessions) as session:
         row = repository.get_job(session, job_id, for_update=True)
         if rm is not None:
-            _check_owner(grid, row, rm, None if admin else identity, admin=admin)
+            _check_owner(services, row, rm, None if admin else identity, admin=admin)
         if JobState(row.state).terminal:
             raise JobFinishedError(f"job {job_id} is {row.state.value} already; nothing to "
                                    "cancel", code="JOB_CANCEL_FAILED")
         # Remembered first: a launch or job manager that races this cancel sees it.
-        grid.redis.set(cancel_key(job_id), 1, ex=CANCEL_TTL_S)
+        services.redis.set(cancel_key(job_id), 1, ex=CANCEL_TTL_S)
         if row.state is JobState.PENDING and row.maui_state is not MauiJobState.STARTING:
             finish(session, row, JobState.FAILED, "cancelled by user",
-                   datetime.now(timezone.utc), outbox, gram_error="USER_CANCELLED")
+                   services.clock.now(), outbox, gram_error="USER_CANCELLED")
         status = JobStatus.from_row(row)
-    outbox.flush(grid.redis, grid.app)
+    outbox.flush(services.redis, services.app)
     return status
 
 
-def _check_owner(grid: Any, row: JobRow, rm: str, identity: str | None,
+def _check_owner(services: Services, row: JobRow, rm: str | None, identity: str | None,
                  admin: bool = False) -> None:
-    """A gatekeeper acts on its own RM's jobs, for their owners only (with a grid map)
-    or an administrator."""
-    from grid_tasks.security.authorization import check_owner
-
-    if row.rm != rm:
+    """A gatekeeper acts on its own RM's jobs (``rm``; None: the scheduler, for any
+    RM's), for their owners only (with a grid map) or an administrator."""
+    if rm is not None and row.rm != rm:
         raise NotFoundError(f"job {row.id} is not a job of {rm} (it is {row.rm}'s)")
     if not admin:
-        check_owner(grid.settings, row.owner, identity, f"job {row.id} on {rm}", rm=rm)
+        check_owner(services.settings, row.owner, identity, f"job {row.id} on {row.rm}",
+                    rm=row.rm)
+
+
+def job_report(services: Services, job_id: int, *, rm: str | None = None,
+               identity: str | None = None, admin: bool = False,
+               history: bool = False) -> dict[str, Any]:
+    """What the gatekeeper tells a job's owner of it: ``{"status": ..., "history":
+    [...]}`` (history only when asked).  With a grid map only its owner or an
+    ``admin`` may look (GRAM answers a status query only to the job's own credential);
+    asked at an RM's gatekeeper (``rm``), the job must be that RM's."""
+    with session_scope(services.sessions) as session:
+        row = repository.get_job(session, int(job_id))
+        _check_owner(services, row, rm, identity, admin=admin)
+        out: dict[str, Any] = {"status": JobStatus.from_row(row).to_dict()}
+        if history:
+            out["history"] = [HistoryEntry(h.from_state, h.to_state, h.reason, h.at).to_dict()
+                              for h in repository.job_history(session, row.id)]
+    return out
+
+
+def gram_status(sessions: Any, job_id: int) -> JobStatus:
+    """The current status of GRAM job ``job_id`` (one SQL read), for the grid's own
+    services (a DUROC header watching its subjob)."""
+    with session_scope(sessions) as session:
+        return JobStatus.from_row(repository.get_job(session, int(job_id)))

@@ -145,7 +145,7 @@ def reservation_metrics(src: Sources, now: float) -> list[MetricFamily]:
 
 def token_metrics(src: Sources) -> list[MetricFamily]:
     """Live broker reservation tokens: held (unconfirmed, expiring) and confirmed."""
-    from grid_tasks.broker.tokens import TokenStore
+    from grid_tasks.legion.tokens import TokenStore
 
     tokens = TokenStore(src.redis(src.settings.redis_url)).tokens()
     held = sum(1 for t in tokens if not t.confirmed)

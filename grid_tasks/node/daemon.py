@@ -25,11 +25,13 @@ from typing import Any
 from celery import Celery, bootsteps
 from celery.worker import state as worker_state
 
+from grid_tasks.effects import send_registration, trigger_iteration
 from grid_tasks.errors import GridTasksError
 from grid_tasks.node.registry import NodeRegistry
+from grid_tasks.queues import gatekeeper_queue, node_queue
 from grid_tasks.node.resources import detect_resources, host_facts
 from grid_tasks.security.startup import check_node_account
-from grid_tasks.settings import Settings
+from grid_tasks.settings import Settings, app_settings
 from grid_tasks.topology import load_topology
 
 log = logging.getLogger(__name__)
@@ -46,10 +48,6 @@ def node_identity(app: Celery, environ: Any = None) -> tuple[str | None, str | N
         return rm, node
     env = os.environ if environ is None else environ
     return env.get(ENV_RM) or None, env.get(ENV_NODE) or None
-
-
-def app_settings(app: Celery) -> Settings:
-    return getattr(app, "grid_settings", None) or Settings.from_env()
 
 
 def node_resources(settings: Settings, rm: str, node: str) -> tuple[dict[str, Any], str]:
@@ -116,8 +114,6 @@ class NodeDaemonStep(bootsteps.StartStopStep):
 
     def __init__(self, worker: Any, **kwargs: Any) -> None:
         super().__init__(worker, **kwargs)
-        from grid_tasks.celery_app import gatekeeper_queue, node_queue
-
         self.rm, self.node = node_identity(worker.app)
         self.heartbeat: Heartbeat | None = None
         queues = worker.app.amqp.queues
@@ -144,11 +140,11 @@ class NodeDaemonStep(bootsteps.StartStopStep):
         rm, node = self.rm, self.node
         resources, source = node_resources(settings, rm, node)
         registry.register(rm, node, resources, host_facts(), source, time.time())
-        changed = functools.partial(node_changed, worker.app, rm, node)
+        changed = functools.partial(node_changed, worker.app, registry.client, rm, node)
 
         def first() -> None:
             try:
-                send_registration(worker.app, rm, node, resources)
+                send_registration(worker.app, rm, node, resources, time.time())
             finally:  # the gatekeeper triggers the iteration again once it recorded it
                 changed("registered")
 
@@ -168,39 +164,25 @@ class NodeDaemonStep(bootsteps.StartStopStep):
         except GridTasksError as exc:
             log.warning("node %s/%s: could not say goodbye: %s", hb.rm, hb.node, exc)
             return
-        node_changed(worker.app, hb.rm, hb.node, "down")
+        node_changed(worker.app, hb.registry.client, hb.rm, hb.node, "down")
 
     # warm (stop), cold (terminate) and final (shutdown) exits all say goodbye once
     shutdown = terminate = stop
 
 
-def node_changed(app: Celery, rm: str, node: str, what: str) -> bool:
-    """A node registered, went Down or came back: the RM's iteration runs at once.
+def node_changed(app: Celery, client: Any, rm: str, node: str, what: str) -> bool:
+    """A node registered, went Down or came back: the RM's iteration runs at once
+    (``client``: the daemon's Redis, its registry's).
 
     Never raises (a daemon must keep beating); returns whether a trigger went out.
     """
-    from grid_tasks.scheduling import trigger_iteration
-
     try:
-        trigger_iteration(app, rm)
+        trigger_iteration(app, rm, client=client)
     except Exception as exc:  # broker or Redis away: beat's next iteration catches up
         log.warning("node %s/%s %s: iteration not triggered: %s", rm, node, what, exc)
         return False
     log.info("node %s/%s %s: iteration of %s triggered", rm, node, what, rm)
     return True
-
-
-def send_registration(app: Celery, rm: str, node: str, resources: dict[str, Any]) -> None:
-    """Ask ``rm``'s gatekeeper to record this node's registration in SQL (fire and
-    forget: the gatekeeper waits for a database not prepared yet, and the message is
-    durable; publishing rides out a broker restarting, as job reports do)."""
-    from grid_tasks.celery_app import readable
-    from grid_tasks.gram.report_sender import PUBLISH_RETRY, RECORD_NODE
-
-    app.send_task(RECORD_NODE, kwargs={"rm": rm, "node": node, "resources": resources,
-                                       "at": time.time()},
-                  ignore_result=True, retry=True, retry_policy=PUBLISH_RETRY,
-                  **readable("register", rm=rm, node=node))
 
 
 def install(app: Celery) -> None:

@@ -25,6 +25,7 @@ from redis.retry import Retry
 from grid_tasks.errors import ConnectivityError, NotFoundError
 from grid_tasks.security.config import RedisTLS, is_tls_url
 from grid_tasks.security.connections import redis_client
+from grid_tasks.settings import Settings
 from grid_tasks.states import NodeState
 
 if TYPE_CHECKING:  # the DUROC runtime inside job processes imports us: keep it light
@@ -45,8 +46,6 @@ def connect_redis(url: str, *, settings: Any = None, environ: Mapping[str, str] 
     environment - what ``Settings.from_env`` would read).  ``options`` go to redis-py.
     """
     if settings is None:
-        from grid_tasks.settings import Settings  # settings imports security, not us
-
         env = os.environ if environ is None else environ
         # Plain URLs never read the TLS variables: a stray bad one must not break them.
         tls = RedisTLS.from_env(env) if is_tls_url(url) else RedisTLS()

@@ -7,7 +7,11 @@ from typing import Any
 from celery import shared_task
 
 from grid_tasks.errors import GridTasksError
+from grid_tasks.node.daemon import node_identity
 from grid_tasks.node.resources import detect_resources, host_facts
+from grid_tasks.queues import readable
+from grid_tasks.settings import app_settings
+from grid_tasks.topology import load_topology
 
 NODE_CHECK = "grid_tasks.node.tasks.node_check"
 
@@ -19,13 +23,9 @@ def node_check(self: Any, *, rm: str, node: str) -> dict[str, Any]:
     Routed to ``node.<rm>.<node>`` by the ``rm``/``node`` keyword arguments, so
     the answer proves that very daemon is alive and consuming.
     """
-    from grid_tasks.node.daemon import app_settings, node_identity
-
     settings = app_settings(self.app)
     served = node_identity(self.app)
     try:
-        from grid_tasks.topology import load_topology
-
         configured: dict[str, Any] | None = load_topology(settings.topology_file).node(
             rm, node).resources()
     except GridTasksError:
@@ -44,6 +44,4 @@ def node_check(self: Any, *, rm: str, node: str) -> dict[str, Any]:
 
 def check_options(rm: str, node: str) -> dict[str, Any]:
     """``apply_async`` options for a readable node check in Flower."""
-    from grid_tasks.celery_app import readable
-
     return {"kwargs": {"rm": rm, "node": node}, **readable("check node", rm=rm, node=node)}

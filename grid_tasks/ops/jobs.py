@@ -158,12 +158,13 @@ def check_coalloc(session: Session, ident: str | int,
 CANCEL_ATTEMPTS = 5
 
 
-def _cancel_retrying(grid: "Canceller", job_id: int) -> Any:
-    """``grid.cancel``; an optimistic-lock conflict (the live iteration updated the row at
-    the same moment) means reload and decide again, so it is retried briefly."""
+def _cancel_retrying(grid: "Canceller", job_id: int, rm: str) -> Any:
+    """``grid.cancel`` at the job's RM; an optimistic-lock conflict (the live iteration
+    updated the row at the same moment) means reload and decide again, so it is
+    retried briefly."""
     for attempt in range(CANCEL_ATTEMPTS):
         try:
-            return grid.cancel(job_id)
+            return grid.cancel(job_id, rm=rm)
         except ConcurrentUpdateError:
             if attempt == CANCEL_ATTEMPTS - 1:
                 raise
@@ -174,7 +175,7 @@ def _cancel_retrying(grid: "Canceller", job_id: int) -> Any:
 class Canceller(Protocol):
     """What canceljob needs of the Grid API (``grid_tasks.client.Grid``)."""
 
-    def cancel(self, job_id: int) -> Any: ...
+    def cancel(self, job_id: int, *, rm: str | None = None) -> Any: ...
 
 
 def cancel_jobs(session: Session, grid: Canceller, idents: Iterable[str]) -> list[dict[str, Any]]:
@@ -191,7 +192,7 @@ def cancel_jobs(session: Session, grid: Canceller, idents: Iterable[str]) -> lis
     session.rollback()  # release the read transaction before the Grid API writes
     out = []
     for job in jobs:
-        status = _cancel_retrying(grid, job.id)
+        status = _cancel_retrying(grid, job.id, job.rm)
         state = getattr(status, "state", None)
         out.append({"job_id": job.id, "previous_state": JobState(job.state).value,
                     "state": getattr(state, "value", state)})

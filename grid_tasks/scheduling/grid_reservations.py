@@ -1,6 +1,6 @@
 """Grid reservations in the live iteration: restore, prune, and the veto at start.
 
-A grid reservation (kind ``grid``, made by :func:`grid_tasks.broker.rm_service.reserve`)
+A grid reservation (kind ``grid``, made by :func:`grid_tasks.scheduling.rm_service.reserve`)
 carries the broker's reservation token; the token store (:class:`TokenStore` on the
 settings' Redis) says whether it is still held.  Each iteration of an RM, before its
 core is loaded, calls :func:`prepare`:
@@ -36,9 +36,11 @@ from typing import Any, Iterable
 from sqlalchemy import bindparam, func, inspect, select
 from sqlalchemy.orm import Session
 
-from grid_tasks.broker.rm_service import lock_rm
-from grid_tasks.broker.tokens import Token, TokenStore
+from grid_tasks.scheduling.rm_service import lock_rm
+from grid_tasks.legion.tokens import Token, TokenStore
 from grid_tasks.db import Reservation, ReservationKind, repository
+from grid_tasks.db.errors import ConcurrentUpdateError
+from grid_tasks.legion.collection import durable_claims
 from grid_tasks.db.models import Job as JobRow
 from grid_tasks.errors import GridTasksError
 from grid_tasks.utc import as_utc, from_epoch
@@ -82,8 +84,6 @@ def ensure_restored(store: TokenStore, session: Session, now: float) -> bool:
     if not client.set(store.prefix + _RESTORING, 1, nx=True, px=30_000):
         return False
     try:
-        from grid_tasks.broker.collection import durable_claims
-
         capacities = {f"{n.rm}/{n.name}": int(n.procs) for n in repository.list_nodes(session)
                       if int(n.procs or 0) > 0}
         at = from_epoch(now)
@@ -210,8 +210,6 @@ class GridGuard:
         lock_rm(session, self.rm)
         newest = session.scalar(_NEWEST, {"rm": self.rm}) or 0
         if newest > self.last_id:
-            from grid_tasks.db.errors import ConcurrentUpdateError
-
             raise ConcurrentUpdateError(f"rm {self.rm}: a grid reservation was made while the "
                                         "iteration decided; deciding again")
         if not newest:

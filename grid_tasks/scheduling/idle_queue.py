@@ -22,7 +22,7 @@ from sqlalchemy import bindparam, select
 from grid_tasks.db.models import Job as JobRow
 from grid_tasks.db.models import ResourceManager
 from grid_tasks.maui import Job
-from grid_tasks.scheduling.state import _IDLE_COLUMNS, _ORDER, IDLE_MAUI_STATES, core_job
+from grid_tasks.scheduling.job_rows import IDLE_COLUMNS, IDLE_MAUI_STATES, ORDER, core_job
 from grid_tasks.states import JobState
 
 #: Rows read per query when many jobs are new (bounded IN lists).
@@ -31,8 +31,8 @@ CHUNK = 500
 # Built once, so their cache keys are memoized (building them per iteration cost more).
 _QUEUE = select(JobRow.id, JobRow.version).where(
     JobRow.rm == bindparam("rm"), JobRow.state == JobState.PENDING,
-    JobRow.maui_state.in_(IDLE_MAUI_STATES)).order_by(*_ORDER)
-_ROWS = select(*_IDLE_COLUMNS).where(JobRow.id.in_(bindparam("ids", expanding=True)))
+    JobRow.maui_state.in_(IDLE_MAUI_STATES)).order_by(*ORDER)
+_ROWS = select(*IDLE_COLUMNS).where(JobRow.id.in_(bindparam("ids", expanding=True)))
 
 _known: dict[tuple[str, str], tuple[Any, dict[int, tuple[int, Job]]]] = {}
 _lock = threading.Lock()

@@ -11,7 +11,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
+import os
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -20,18 +22,21 @@ from typing import Any
 
 from sqlalchemy import bindparam, select, update
 
-from grid_tasks.db import repository, session_scope
+from grid_tasks.db import ConcurrentUpdateError, repository, session_scope
 from grid_tasks.db.models import Job as JobRow
+from grid_tasks.effects import send_launch_batch
 from grid_tasks.gram import keys
 from grid_tasks.gram.launch import LaunchRequest, requests_for
 from grid_tasks.gram.records import Outbox
 from grid_tasks.gram.report import PARTS_TTL_S
+from grid_tasks.schedmods import ModuleContext, scheduler_parts
 from grid_tasks.schedmods.jobchecker import CheckReport, DeferPolicy, JobChecker, release_deferred
 from grid_tasks.scheduling import grid_reservations
 from grid_tasks.scheduling.recovery import defer, launch_timeout, node_failure_policy, recover
 from grid_tasks.scheduling.state import (
     load_scheduler, maui_config, policy_config, rm_policy_file,
 )
+from grid_tasks.settings import Settings, app_settings
 from grid_tasks.states import JobState, MauiJobState
 
 log = logging.getLogger(__name__)
@@ -49,7 +54,8 @@ class IterationReport:
 
 
 def run_iteration(app: Any, rm: str, *, sessions: Any, redis: Any, registry: Any = None,
-                  now: float | None = None, quick: bool = False) -> IterationReport:
+                  now: float | None = None, quick: bool = False,
+                  settings: Settings | None = None) -> IterationReport:
     """Run one iteration of ``rm`` and launch what it started.
 
     ``quick``: the pass a gatekeeper runs in place right after storing a job (as
@@ -57,7 +63,8 @@ def run_iteration(app: Any, rm: str, *, sessions: Any, redis: Any, registry: Any
     same decision, without the time-driven housekeeping - recovery of launches past
     their timeout and of expired leases, deferred jobs whose DEFERTIME is over.
     Nothing becomes due there by a submission; the RM's full iterations (beat, the
-    lease watch, every trigger) do it."""
+    lease watch, every trigger) do it.  ``settings``: the worker's (default: the
+    app's), for the RM's scheduler modules."""
     began = time.perf_counter()
     now = time.time() if now is None else now
     at = datetime.fromtimestamp(now, tz=timezone.utc)
@@ -66,7 +73,7 @@ def run_iteration(app: Any, rm: str, *, sessions: Any, redis: Any, registry: Any
         policy_file = rm_policy_file(session, rm)
         cfg = maui_config(policy_file)
         deferral = DeferPolicy.from_config(cfg)
-        modules = _modules(app, rm, cfg, session)
+        modules = _modules(settings or app_settings(app), rm, cfg, session)
         if not quick:
             _housekeeping(session, rm, policy_file, at, redis, outbox, deferral, modules,
                           report)
@@ -122,8 +129,6 @@ def _mark_starting(session: Any, rm: str, starts: list[Any],
 
     :class:`ConcurrentUpdateError` when another session changes a job between this read
     and its update (the iteration then runs again, deciding anew)."""
-    from grid_tasks.db import ConcurrentUpdateError
-
     if not starts:
         return []
     conn = session.connection()
@@ -146,22 +151,15 @@ def _mark_starting(session: Any, rm: str, starts: list[Any],
 _contexts: dict[tuple[int, str, int], Any] = {}
 
 
-def _modules(app: Any, rm: str, cfg: Any, session: Any) -> list[Any]:
+def _modules(settings: Settings, rm: str, cfg: Any, session: Any) -> list[Any]:
     """The scheduler modules the RM's maui.cfg lists (MODULES), working inside this
     iteration's session (the job checker's writes commit with the iteration)."""
     if not cfg.modules:
         return []
-    import dataclasses
-    import os
-
-    from grid_tasks.node.daemon import app_settings
-    from grid_tasks.schedmods import ModuleContext, scheduler_parts
-
     key = (os.getpid(), rm, id(cfg))
     ctx = _contexts.get(key)
     if ctx is None or ctx.config is not cfg:  # ids of replaced configs get reused
-        ctx = _contexts[key] = ModuleContext.from_settings(app_settings(app), rm=rm,
-                                                           config=cfg)
+        ctx = _contexts[key] = ModuleContext.from_settings(settings, rm=rm, config=cfg)
     _, modules = scheduler_parts(cfg, dataclasses.replace(ctx, session=session))
     return modules
 
@@ -170,8 +168,6 @@ def _publish(app: Any, redis: Any, launches: list[LaunchRequest], sessions: Any,
              report: IterationReport, deferral: DeferPolicy | None = None) -> None:
     """Tokens to Redis, then ONE launch message per node carrying every job part this
     iteration started there; a job whose message could not be sent is rolled back."""
-    from grid_tasks.gram.tasks import LAUNCH_BATCH, batch_options
-
     if not launches:
         return
     pipe = redis.pipeline(transaction=False)
@@ -187,7 +183,7 @@ def _publish(app: Any, redis: Any, launches: list[LaunchRequest], sessions: Any,
         if not reqs:
             continue
         try:
-            app.send_task(LAUNCH_BATCH, **batch_options(rm, node, reqs))
+            send_launch_batch(app, rm, node, reqs)
         except Exception as exc:  # broker gone: never leave a Starting job without launch
             log.error("launch of jobs %s on %s/%s not published: %s",
                       sorted({r.job_id for r in reqs}), rm, node, exc)

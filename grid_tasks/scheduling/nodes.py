@@ -17,14 +17,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from grid_tasks.maui.model import USABLE_STATES
-from grid_tasks.scheduling import _KEY, trigger_iteration
+from grid_tasks.effects import KEY_PREFIX, trigger_iteration
 
 log = logging.getLogger(__name__)
 
 
 def seen_key(rm: str) -> str:
     """Hash node -> the state the last watch saw."""
-    return f"{_KEY}:{rm}:nodes"
+    return f"{KEY_PREFIX}:{rm}:nodes"
 
 
 @dataclass(frozen=True)

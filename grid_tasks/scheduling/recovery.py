@@ -28,6 +28,8 @@ from grid_tasks.db.models import Job as JobRow
 from grid_tasks.errors import ConfigError
 from grid_tasks.gram import keys
 from grid_tasks.gram.records import Outbox, finish, transition
+from grid_tasks.schedmods.jobchecker import defer_job
+from grid_tasks.scheduling.state import maui_config
 from grid_tasks.states import JobState, MauiJobState
 
 ENV_POLICY = "GRID_TASKS_NODE_FAILURE_POLICY"
@@ -47,8 +49,6 @@ def node_failure_policy(policy_file: str | None, environ: Any = None) -> NodeFai
     raw = env.get(ENV_POLICY)
     if not raw and policy_file and Path(policy_file).is_file():
         # the parsed maui.cfg the iteration reads anyway (cached per version of the file)
-        from grid_tasks.scheduling.state import maui_config
-
         cfg = maui_config(policy_file)
         if cfg.is_set("JOBACTIONONNODEFAILURE"):  # parsing checked it is FAIL or REQUEUE
             return NodeFailurePolicy(cfg.get("JOBACTIONONNODEFAILURE"))
@@ -98,8 +98,6 @@ def defer(session: Session, row: JobRow, now: datetime, policy: Any, reason: str
     DEFERTIME (held past DEFERCOUNT deferrals); without a policy it is Idle at once."""
     back_to_idle(row)
     if policy is not None:
-        from grid_tasks.schedmods.jobchecker import defer_job
-
         defer_job(session, row, now.timestamp(), policy, reason)
 
 

@@ -20,9 +20,8 @@ import logging
 import os
 import threading
 from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import Any, Sequence
 
 from sqlalchemy import bindparam, func, select
 from sqlalchemy.orm import Session
@@ -37,39 +36,30 @@ from grid_tasks.errors import GridTasksError
 from grid_tasks.maui import ACL, Job, Node, Reservation, Scheduler, SchedulerConfig
 from grid_tasks.maui import ReservationKind as CoreKind
 from grid_tasks.maui.model import USABLE_STATES
+from grid_tasks.maui.cfg import MauiConfig, load_maui_config, parse_maui_config
 from grid_tasks.maui.priority import Fairshare
+from grid_tasks.scheduling.idle_queue import idle_core_jobs, read_queue
+# re-exported: the loader's callers know them from here
+from grid_tasks.scheduling.job_rows import (  # noqa: F401
+    COLUMNS as _COLUMNS, DEFAULT_WALLTIME, IDLE_COLUMNS as _IDLE_COLUMNS, IDLE_MAUI_STATES,
+    ORDER as _ORDER, core_job, epoch,
+)
+from grid_tasks.scheduling.requester import Requester
 from grid_tasks.states import JobState, MauiJobState, NodeState
-from grid_tasks import utc
 from grid_tasks.utc import from_epoch  # noqa: F401 - re-exported for callers
-
-if TYPE_CHECKING:  # pragma: no cover
-    from grid_tasks.maui.cfg import MauiConfig
 
 log = logging.getLogger(__name__)
 
-#: Walltime assumed for a job whose RSL gives none (seconds).
-DEFAULT_WALLTIME = 3600
 #: A running job past its walltime still holds its nodes for this much longer in
 #: the plan, so a late finisher is never overcommitted.
 OVERRUN_MARGIN = 60.0
-#: Maui states of a PENDING job that waits in the idle queue.  Deferred jobs do not:
-#: they wait out DEFERTIME first (released by the job checker or the iteration).
-IDLE_MAUI_STATES = (MauiJobState.IDLE,)
-
-_parsed: dict[tuple[str, float], "MauiConfig"] = {}
-_configs: dict[int, tuple["MauiConfig", SchedulerConfig]] = {}
+_parsed: dict[tuple[str, float], MauiConfig] = {}
+_configs: dict[int, tuple[MauiConfig, SchedulerConfig]] = {}
 
 
-def epoch(dt: datetime | None) -> float | None:
-    """POSIX seconds of an aware (or naive UTC) datetime; None stays None."""
-    return None if dt is None else utc.epoch(dt)
-
-
-def maui_config(policy_file: str | os.PathLike[str] | None) -> "MauiConfig":
+def maui_config(policy_file: str | os.PathLike[str] | None) -> MauiConfig:
     """The parsed maui.cfg (cached per file and modification time); Maui's defaults
     without a file.  A broken file raises its MauiConfigError (line and column)."""
-    from grid_tasks.maui.cfg import load_maui_config, parse_maui_config
-
     if not policy_file:
         return parse_maui_config("", source="<defaults>")
     path = Path(policy_file)
@@ -98,23 +88,6 @@ def policy_config(policy_file: str | os.PathLike[str] | None) -> SchedulerConfig
         config = dataclasses.replace(SchedulerConfig.from_maui_config(cfg), modules=())
         cached = _configs[id(cfg)] = (cfg, config)
     return cached[1]
-
-
-def core_job(row: Any) -> Job:
-    """The Maui view of a job (ORM row or :func:`live_jobs` row): tasks of one
-    processor, walltime, credentials, memory per task."""
-    if hasattr(row, "min_memory_mb"):
-        memory = row.min_memory_mb
-    else:
-        memory = (row.request or {}).get("min_memory_mb")
-    return Job(
-        id=str(row.id), tasks=max(1, row.tasks or 1), procs_per_task=1,
-        walltime=float(row.walltime or DEFAULT_WALLTIME),
-        submit_time=epoch(row.submit_time) or 0.0,
-        user=row.user, group=row.group, account=row.account, job_class=row.job_class,
-        qos=row.qos, mem_per_task=int(memory or 0),
-        holds=frozenset(row.holds or ()), early_start=bool(row.early_start),
-    )
 
 
 def _rm_config(session: Session, rm: str, topology: Any) -> SchedulerConfig:
@@ -180,30 +153,8 @@ def _lenders_for(row: ReservationRow) -> Job | None:
     admitting them lend it their resources, as when the RM accepted it."""
     if row.kind is not ReservationKind.GRID:
         return None
-    from grid_tasks.broker.rm_service import Requester
-
     who = Requester.from_dict((row.resources or {}).get("requester"))
     return who.probe(f"grid.{row.name}", 1, 1.0, 0.0)
-
-
-#: Columns the scheduler needs, read as plain rows: no RSL text, no ORM objects, and
-#: of the request JSON only the memory requirement (decoding whole requests of a
-#: thousand idle jobs cost more than the scheduling itself).  Labelled with the job's
-#: attribute names where the column's differs: rows read by Core carry column names.
-_USER, _GROUP, _CLASS = (JobRow.user.label("user"), JobRow.group.label("group"),
-                         JobRow.job_class.label("job_class"))
-_COLUMNS = (JobRow.id, JobRow.state, JobRow.maui_state, JobRow.tasks, JobRow.walltime,
-            JobRow.submit_time, JobRow.start_time, _USER, _GROUP, JobRow.account,
-            _CLASS, JobRow.qos, JobRow.holds, JobRow.early_start,
-            JobRow.nodes_allocated,
-            JobRow.request["min_memory_mb"].as_integer().label("min_memory_mb"))
-#: Those an idle job needs (:func:`core_job`): the queue can be long, each column costs.
-_IDLE_COLUMNS = (JobRow.id, JobRow.tasks, JobRow.walltime, JobRow.submit_time, _USER,
-                 _GROUP, JobRow.account, _CLASS, JobRow.qos, JobRow.holds,
-                 JobRow.early_start, _COLUMNS[-1])
-
-
-_ORDER = (JobRow.priority.desc(), JobRow.submit_time, JobRow.id)
 
 
 # Built once (every iteration runs them): a statement object's cache key is memoized.
@@ -359,8 +310,6 @@ def load_scheduler(session: Session, rm: str, *, now: float, registry: Any = Non
     rows = live_jobs(session, rm, idle=not lazy)
     queue = None
     if lazy:
-        from grid_tasks.scheduling.idle_queue import idle_core_jobs, read_queue
-
         # The queue is read before the reservations (as live_jobs reads it otherwise):
         # every SELECT sees the newest commit (SQLite outside a write, PostgreSQL's READ
         # COMMITTED), so a reservation made before a job was submitted is then always

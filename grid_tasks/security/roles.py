@@ -53,8 +53,9 @@ TASK_ROLES: dict[str, frozenset[Role]] = {
     "grid_tasks.gram.report_tasks.record_reports": frozenset({Role.NODE}),
     "grid_tasks.gram.report_tasks.record_node": frozenset({Role.NODE}),
     # the one door: a user's requests at its RM's gatekeeper
-    "grid_tasks.gram.tasks.submit": frozenset({Role.USER}),
-    "grid_tasks.gram.tasks.cancel": frozenset({Role.USER, Role.SCHEDULER, Role.OPERATOR}),
+    "grid_tasks.gram.gatekeeper.submit": frozenset({Role.USER}),
+    "grid_tasks.gram.gatekeeper.cancel": frozenset({Role.USER, Role.SCHEDULER, Role.OPERATOR}),
+    "grid_tasks.gram.gatekeeper.status": frozenset({Role.USER, Role.SCHEDULER, Role.OPERATOR}),
     # Maui's administrators: reservations of a whole RM
     "grid_tasks.reservation_tasks.set_reservation": frozenset({Role.OPERATOR, Role.SCHEDULER}),
     "grid_tasks.reservation_tasks.release_reservations": frozenset({Role.OPERATOR,
@@ -66,6 +67,7 @@ TASK_ROLES: dict[str, frozenset[Role]] = {
     "grid_tasks.duroc.tasks.delete_subjob": frozenset({Role.USER, Role.SCHEDULER}),
     "grid_tasks.duroc.tasks.release_barrier": frozenset({Role.USER, Role.SCHEDULER}),
     "grid_tasks.duroc.tasks.cancel": frozenset({Role.USER, Role.SCHEDULER}),
+    "grid_tasks.duroc.tasks.status": frozenset({Role.USER, Role.SCHEDULER, Role.OPERATOR}),
     # ... whose subjobs the scheduler then submits at each RM's gatekeeper, vouching for
     # the job's owner (a user sending these directly would bypass the door)
     "grid_tasks.duroc.tasks.watch_subjob": _SERVICES,

@@ -8,7 +8,7 @@ import json
 import sys
 import time
 
-from grid_tasks.broker.collection import Collection, Requester
+from grid_tasks.legion.collection import Collection, Requester
 from grid_tasks.mil import MILError
 from grid_tasks.settings import Settings
 from grid_tasks.topology import load_topology

@@ -7,7 +7,8 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
-from grid_tasks.gram.report_sender import FINISHED, RECORD_REPORTS
+from grid_tasks.effects import RECORD_REPORTS
+from grid_tasks.gram.report_sender import FINISHED
 from grid_tasks.selftest.forge import push, sealed, task_body
 from grid_tasks.selftest.rows import Attack
 

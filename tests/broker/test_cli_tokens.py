@@ -7,7 +7,7 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from grid_tasks.broker.tokens import Claim, TokenStore
+from grid_tasks.legion.tokens import Claim, TokenStore
 from grid_tasks.cli import main
 from tests.broker.conftest import TOKENS_DB
 

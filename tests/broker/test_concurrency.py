@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from grid_tasks.broker.tokens import TokenStore, scan
+from grid_tasks.legion.tokens import TokenStore, scan
 from grid_tasks.embedded.redis_server import RedisServer
 from tests.broker.broker_proc import CAPACITIES, durable_db, probe_capacities, restore_from
 

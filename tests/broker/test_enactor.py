@@ -9,7 +9,7 @@ import pytest
 from grid_tasks.broker.enactor import (
     AttemptOutcome, Enactor, EnactmentRefused, placement_claims)
 from grid_tasks.broker.planner import Placement, Schedule
-from grid_tasks.broker.tokens import Claim, TokenStore, scan
+from grid_tasks.legion.tokens import Claim, TokenStore, scan
 
 T0 = 2_000_000.0
 CAPS = {"rmA/node1": 4, "rmA/node2": 4, "rmB/node3": 2, "rmB/node4": 2, "rmC/node5": 8}

@@ -12,11 +12,11 @@ from typing import Any
 import pytest
 from sqlalchemy import select
 
-from grid_tasks.broker.collection import Requester
+from grid_tasks.legion.collection import Requester
 from grid_tasks.broker.coreservation import CoReservationRefused
 from grid_tasks.broker.live import Broker, new_job_key
 from grid_tasks.broker.placement import PlacementError
-from grid_tasks.broker.tokens import scan
+from grid_tasks.legion.tokens import scan
 from grid_tasks.db import Reservation, ReservationKind, session_scope
 from grid_tasks.db.models import Job as JobRow
 from grid_tasks.states import JobState
@@ -230,8 +230,8 @@ TWO_RMS = ("+(&(executable=/bin/true)(resourceManagerContact=rmA)(label=a))"
 def test_a_confirmed_coreservation_is_marked_enacted_and_survives_a_store_loss(live, broker):
     """The broker marks its rows enacted after confirming the tokens; a token store that
     lost its state (a fresh prefix on the same Redis) gets them back from SQL."""
-    from grid_tasks.broker.collection import enacted
-    from grid_tasks.broker.tokens import TokenStore
+    from grid_tasks.legion.collection import enacted
+    from grid_tasks.legion.tokens import TokenStore
     from grid_tasks.scheduling.grid_reservations import ensure_restored
 
     broker._fetch = fixed_estimates({"rmA": {"node1": 4}, "rmB": {"node3": 2}})
@@ -275,7 +275,7 @@ def test_a_coreservation_that_cannot_be_recorded_is_released(live, broker):
 def test_a_broker_on_a_store_that_lost_its_state_restores_it_before_taking(live, broker):
     """Capacities alone would let tokens through over reservations the lost store no
     longer shows: the broker mirrors SQL's durable reservations back first."""
-    from grid_tasks.broker.tokens import TokenStore
+    from grid_tasks.legion.tokens import TokenStore
 
     key = new_job_key("test")
     block_node3(live, f"block-{key}")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from grid_tasks.broker.collection import Collection, Requester
+from grid_tasks.legion.collection import Collection, Requester
 from grid_tasks.broker.coreservation import CoReservation, CoReservationRefused, ReservedPart
 from grid_tasks.broker.estimates import Estimates
 from grid_tasks.broker.grid_jobs import placed_rsl

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from grid_tasks.broker.live import Broker
-from grid_tasks.broker.tokens import Claim, TokenStore
+from grid_tasks.legion.tokens import Claim, TokenStore
 
 
 def test_sweep_releases_only_confirmed_tokens_that_ended(store: TokenStore):

@@ -10,8 +10,8 @@ import pytest
 from sqlalchemy import select
 
 from grid_tasks import db
-from grid_tasks.broker import rm_service
-from grid_tasks.broker.rm_service import ReservationRefused
+from grid_tasks.scheduling import rm_service
+from grid_tasks.scheduling.rm_service import ReservationRefused
 from grid_tasks.db.testing import clear_tables, postgres_test_url, temporary_database
 from grid_tasks.errors import NotFoundError
 from grid_tasks.gram.binding import ReservationBindingError

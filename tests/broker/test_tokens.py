@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from grid_tasks.broker.tokens import (
+from grid_tasks.legion.tokens import (
     Claim, RefusalReason, Token, TokenInvalid, TokenRefused, TokenStore, _at, _IDS, _tokens,
     scan)
 from grid_tasks.errors import GridTasksError
@@ -369,7 +369,7 @@ def test_nul_in_names_is_refused(store: TokenStore) -> None:
 
 def test_token_ids_are_letters_digits_and_dots_only() -> None:
     """An id beginning with "-" would read as an option to `grid-tasks tokens show`."""
-    from grid_tasks.broker.tokens_model import _IdSource
+    from grid_tasks.legion.tokens_model import _IdSource
 
     ids = _IdSource()
     seen = set()

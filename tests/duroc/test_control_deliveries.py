@@ -18,7 +18,7 @@ from grid_tasks.settings import Settings
 def test_runs_and_redeliveries_are_counted_per_subjob(settings: Settings) -> None:
     grid = Grid(settings)
     try:
-        co = Coallocator(grid)
+        co = Coallocator(grid.services)
         assert co.note_delivery(7, 0, "task-0", redelivered=False) is None  # no URL yet
         co.store.client.set(URL_KEY.format(7), "redis://job-7@host/3")
         # the job's runtime URL comes back with the count (the header's submission needs it)
@@ -59,7 +59,7 @@ def test_first_look_counts_the_delivery_and_reads_url_and_barrier_in_one_round_t
         settings: Settings, monkeypatch: pytest.MonkeyPatch) -> None:
     grid = Grid(settings)
     try:
-        co = Coallocator(grid)
+        co = Coallocator(grid.services)
         co.store.create_job(store_id(7), [SubjobSpec("a", 2), SubjobSpec("b", 1)])
         co.store.client.set(URL_KEY.format(7), "redis://job-7@host/3")
         trips = _round_trips(co.store.client, monkeypatch)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 import redis
 
+from grid_tasks.duroc.control import Coallocator
 from grid_tasks import db
 from grid_tasks.client import Grid
 from grid_tasks.db.models import CoallocatedJob
@@ -32,7 +33,7 @@ def test_a_component_no_rm_can_hold_refuses_the_whole_request(
     grid = Grid(settings)
     try:
         with pytest.raises(error, match=match):
-            grid.coallocator.serve_request("alice", "+" + GOOD + bad, account=None,
+            Coallocator(grid.services).serve_request("alice", "+" + GOOD + bad, account=None,
                                            barrier_timeout=60, variables=None, source="<rsl>")
         with db.session_scope(grid.sessions) as session:
             assert session.query(CoallocatedJob).count() == 0

@@ -10,6 +10,7 @@ from typing import Any
 
 import redis
 
+from grid_tasks.duroc.control import Coallocator
 from grid_tasks import db
 from grid_tasks.client import Grid
 from grid_tasks.embedded.stack import prepare_database
@@ -61,7 +62,7 @@ def test_a_header_runs_its_rms_iteration_and_no_iterate_task_is_sent(
         registry.register(rm, node, {}, {}, "test", time.time())
     grid = Grid(settings)
     try:
-        co = grid.coallocator  # (as the scheduler worker serves a request)
+        co = Coallocator(grid.services)  # (as the scheduler worker serves a request)
         job_id = co.request_here(RSL, owner="alice", barrier_timeout=60)
         broker.delete("scheduler")
         events = store.pubsub(ignore_subscribe_messages=True)

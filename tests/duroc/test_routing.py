@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import grid_tasks.duroc.tasks  # noqa: F401 - registers DUROC's tasks on every app
 from grid_tasks.celery_app import create_app
 
 
 def test_header_goes_to_the_gatekeeper_and_the_rest_to_the_scheduler(settings):
-    from grid_tasks.duroc import tasks
+    from grid_tasks import effects as tasks
 
     app = create_app(settings)
     try:
@@ -24,7 +25,7 @@ def test_header_goes_to_the_gatekeeper_and_the_rest_to_the_scheduler(settings):
 def test_errback_is_old_style_so_celery_sends_it_through_the_router(settings):
     """Celery calls (request, exc, tb) errbacks INLINE in the failing worker, ignoring
     routing; one taking only the task id is sent as a task instead."""
-    from grid_tasks.duroc import tasks
+    from grid_tasks import effects as tasks
 
     app = create_app(settings)
     try:
@@ -41,7 +42,8 @@ DOOR = ("request", "add_subjobs", "delete_subjob", "release_barrier", "cancel")
 def test_the_door_is_the_scheduler_queue_and_users_may_knock(settings):
     """A coallocated job spans RMs: its requests go to the scheduler queue, users may
     send them; what the scheduler then does on their behalf stays its own."""
-    from grid_tasks.duroc import tasks
+    from grid_tasks import effects as tasks
+    from grid_tasks.duroc.control_door import SUBMIT_SUBJOB
     from grid_tasks.security.roles import Role, roles_for
 
     app = create_app(settings)
@@ -51,7 +53,7 @@ def test_the_door_is_the_scheduler_queue_and_users_may_knock(settings):
             assert app.amqp.router.route({}, task, (), {"job": 7})["queue"].name == "scheduler"
             assert task in app.tasks
             assert roles_for(task) == {Role.USER, Role.SCHEDULER}
-        for task in (tasks.RELEASE, tasks.FAILED, tasks.WATCH, tasks.SUBMIT_SUBJOB):
+        for task in (tasks.RELEASE, tasks.FAILED, tasks.WATCH, SUBMIT_SUBJOB):
             assert roles_for(task) == {Role.SCHEDULER}, task
         watch = tasks.watch_signature(app, 7, 1, "rmB", 0.0, submitter="/CN=alice")
         assert watch.kwargs["submitter"] == "/CN=alice"

@@ -165,11 +165,14 @@ def test_only_the_owner_may_cancel(door):
     with door.client("alice") as grid:
         job = grid.submit("&(executable=/bin/true)", rm="rmA").id
     with door.client("mallory") as grid:
+        contact = f"gram://rmA/jobs/{job}"
         with pytest.raises(Unauthorized, match="belongs to"):
-            grid.cancel(job)
-        assert grid.status(job).state is JobState.PENDING
+            grid.cancel(contact)
+        with pytest.raises(Unauthorized, match="belongs to"):
+            grid.job(contact)  # nor may mallory look at it (GRAM's status is the owner's)
     with door.client("alice") as grid:
-        assert grid.cancel(job).state is JobState.FAILED
+        assert grid.job(contact).status().state is JobState.PENDING
+        assert grid.cancel(contact).state is JobState.FAILED
 
 
 def test_a_mapped_account_missing_on_the_node_fails_the_job_clearly(door):
@@ -190,8 +193,9 @@ def test_root_worker_runs_the_job_as_the_mapped_account(door, throwaway_user):
     with door.client("alice") as grid:
         job = grid.submit("&(executable=/bin/sh)(directory=/tmp)"
                           "(arguments=-c 'id -un; id -u; echo $HOME')", rm="rmA").id
-        _run(door, job)
-        assert grid.status(job).state is JobState.DONE
+    _run(door, job)  # (signs as a node: signing is per process, so alice signs anew)
+    with door.client("alice") as grid:
+        assert grid.status(job, rm="rmA").state is JobState.DONE
         lines = [line.text.strip() for line in iter_output(grid.redis, job)
                  if line.stream == "stdout"]
     assert lines == [name, str(throwaway_user.pw_uid), "/nonexistent"]
@@ -213,4 +217,4 @@ def test_only_an_operator_sets_or_releases_reservations_and_may_cancel_any_job(d
         gone = ask(grid.app, RELEASE_RESERVATIONS, "rmA", {"names": ["maint"]},
                    shadow="releaseres", timeout=20)
         assert gone["released"] == ["maint"]
-        assert grid.cancel(job).state is JobState.FAILED  # Maui's admin canceljob
+        assert grid.cancel(job, rm="rmA").state is JobState.FAILED  # Maui's admin canceljob

@@ -161,7 +161,7 @@ def test_reports_queued_during_a_send_go_in_one_message_and_a_failure_reaches_th
 def test_a_batch_failing_on_one_report_records_the_others_one_by_one(db_grid, monkeypatch):
     """The gatekeeper side: a report that cannot be written fails alone."""
     import grid_tasks.gram.report_writer as rw
-    from grid_tasks.gram.report import _retrying
+    from grid_tasks.db.retry import retrying as _retrying
 
     sessions, job = db_grid
     bad, *rest = [job() for _ in range(5)]
@@ -190,7 +190,7 @@ def test_a_redelivered_batch_changes_nothing_twice(db_grid):
     """acks late: a gatekeeper that died after its commit gets the batch again; the
     second recording finds every job already there and writes nothing."""
     from grid_tasks import db
-    from grid_tasks.gram.report import _retrying
+    from grid_tasks.db.retry import retrying as _retrying
     from grid_tasks.gram.report_sender import FINISHED, STARTED, Report, from_wire, to_wire
     from grid_tasks.gram.report_writer import record
 
@@ -219,7 +219,7 @@ def test_a_lost_race_is_retried_as_a_whole(db_grid, monkeypatch):
     from grid_tasks import db
     from grid_tasks.db import ConcurrentUpdateError
     import grid_tasks.gram.report_writer as rw
-    from grid_tasks.gram.report import _retrying
+    from grid_tasks.db.retry import retrying as _retrying
 
     sessions, job = db_grid
     req = job()

@@ -28,7 +28,7 @@ BEAT_SCHEDULE = {
 @shared_task(name=PROBE, bind=True, ignore_result=True)
 def tick(self: Any) -> None:
     """Record when this run happened and which beat sent it."""
-    from grid_tasks.node.daemon import app_settings
+    from grid_tasks.settings import app_settings
 
     sender = getattr(self.request, "grid_beat", None) or "?"
     client = redis.Redis.from_url(app_settings(self.app).redis_url)

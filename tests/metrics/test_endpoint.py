@@ -18,7 +18,7 @@ import redis
 from prometheus_client.parser import text_string_to_metric_families
 
 from grid_tasks import db
-from grid_tasks.broker.tokens import Claim, TokenStore
+from grid_tasks.legion.tokens import Claim, TokenStore
 from grid_tasks.errors import ConnectivityError
 from grid_tasks.metrics import MetricsServer, record_iteration
 from grid_tasks.metrics.exposition import CONTENT_TYPE

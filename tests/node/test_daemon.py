@@ -11,6 +11,7 @@ from grid_tasks.celery_app import node_queue
 from grid_tasks.gram.node_record import record_in_db, record_when_ready
 from grid_tasks.node.daemon import NodeDaemonStep, node_identity
 from grid_tasks.node.registry import NodeRegistry
+from grid_tasks.services import Services
 from grid_tasks.node.tasks import NODE_CHECK, check_options
 from grid_tasks.states import NodeState
 
@@ -67,7 +68,7 @@ def test_registration_is_recorded_in_the_database(settings):
 
     assert prepare_database(settings, load_topology(settings.topology_file))
     res = load_topology(settings.topology_file).node("rmA", "node1").resources()
-    assert record_in_db(settings, "rmA", "node1", res)
+    assert record_in_db(Services(settings).sessions, "rmA", "node1", res)
     row = _node_row(settings, "rmA", "node1")
     assert row.last_seen is not None and row.procs == 4
 
@@ -99,7 +100,7 @@ def test_first_record_waits_for_the_database_to_be_prepared(settings):
     res = topology.node("rmB", "node3").resources()
     outcome: list[object] = []
     recorder = threading.Thread(target=lambda: outcome.append(
-        record_when_ready(settings, "rmB", "node3", res, delays=(0.05,) * 100)))
+        record_when_ready(Services(settings).sessions, "rmB", "node3", res, delays=(0.05,) * 100)))
     recorder.start()
     time.sleep(0.3)
     assert outcome == [] and recorder.is_alive(), "it must wait, not give up"
@@ -117,7 +118,7 @@ def test_first_record_gives_up_on_a_database_that_never_gets_ready(settings):
     res = {"procs": 2}
     started = time.monotonic()
     with pytest.raises(Exception) as info:
-        record_when_ready(settings, "rmB", "node3", res, delays=(0.05, 0.05))
+        record_when_ready(Services(settings).sessions, "rmB", "node3", res, delays=(0.05, 0.05))
     assert time.monotonic() - started < 10
     assert isinstance(info.value, NotFoundError) or "no such table" in str(info.value)
 
@@ -181,7 +182,7 @@ def test_daemon_triggers_its_rms_iteration_on_register_return_and_goodbye(settin
     from celery.contrib.testing.worker import start_worker
 
     from grid_tasks.node.registry import alive_key
-    from grid_tasks.scheduling import dirty_key, queued_key
+    from grid_tasks.effects import dirty_key, queued_key
 
     from grid_tasks.embedded.stack import prepare_database
     from grid_tasks.topology import load_topology

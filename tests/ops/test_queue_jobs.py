@@ -100,7 +100,7 @@ class _Grid:
     def __init__(self):
         self.cancelled = []
 
-    def cancel(self, job_id):
+    def cancel(self, job_id, *, rm=None):
         self.cancelled.append(job_id)
 
 
@@ -124,7 +124,7 @@ class _RacingGrid:
     def __init__(self):
         self.calls = 0
 
-    def cancel(self, job_id):
+    def cancel(self, job_id, *, rm=None):
         from grid_tasks.db import ConcurrentUpdateError
 
         self.calls += 1

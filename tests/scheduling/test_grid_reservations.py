@@ -13,8 +13,8 @@ import redis
 from sqlalchemy import select
 
 from grid_tasks import db
-from grid_tasks.broker import rm_service
-from grid_tasks.broker.tokens import Claim, TokenStore, scan
+from grid_tasks.scheduling import rm_service
+from grid_tasks.legion.tokens import Claim, TokenStore, scan
 from grid_tasks.db.errors import ConcurrentUpdateError
 from grid_tasks.db.testing import postgres_test_url, temporary_database
 from grid_tasks.embedded.stack import prepare_database
@@ -302,7 +302,7 @@ def test_half_made_reservation_is_not_revived_by_a_restore(grid):
     """A broker died between the RMs' reserve and its confirm, then Redis restarted
     before the prune: the half-made row is not restored (its token stays gone) and is
     pruned once old enough; the enacted one next to it is restored and its job starts."""
-    from grid_tasks.broker.collection import enacted
+    from grid_tasks.legion.collection import enacted
     from grid_tasks.ops.diag_res import diagnose_reservations
 
     t = grid.t

@@ -16,7 +16,7 @@ from grid_tasks.gram.records import Outbox
 from grid_tasks.gram.submission import build_job
 from grid_tasks.node.registry import NodeRegistry
 from grid_tasks.rsl import lower
-from grid_tasks.scheduling import dirty_key, queued_key
+from grid_tasks.effects import dirty_key, queued_key
 from grid_tasks.scheduling.nodes import NodeChange, watch_nodes
 from grid_tasks.states import JobState, MauiJobState
 from grid_tasks.topology import load_topology
@@ -121,11 +121,12 @@ def test_lost_node_jobs_follow_the_policy_and_the_iteration_runs_again(grid, pol
 
 def test_each_iteration_records_its_duration_for_the_metrics(grid):
     from grid_tasks.metrics.iteration import read_iterations
-    from grid_tasks.scheduling.tasks import _one
+    from grid_tasks.scheduling.runner import _one
+    from grid_tasks.services import services_for
 
     app, client, _, _ = grid
-    _one(app, "rmA", client)
-    _one(app, "rmA", client)
+    _one(services_for(app), "rmA")
+    _one(services_for(app), "rmA")
     (stats,) = read_iterations(client)
     assert stats.rm == "rmA" and stats.count == 2
     assert 0 < stats.sum < 30 and stats.last is not None and stats.last > 0

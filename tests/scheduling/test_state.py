@@ -131,7 +131,7 @@ def test_beat_runs_each_rm_every_rmpollinterval_of_its_own_maui_cfg(tmp_path, ce
                                                                    settings):
     from types import SimpleNamespace
 
-    from grid_tasks.scheduling import ITERATE
+    from grid_tasks.effects import ITERATE
     from grid_tasks.scheduling.tasks import _per_rm_schedule
 
     (tmp_path / "fast.cfg").write_text("RMPOLLINTERVAL 00:00:05\n")

@@ -9,7 +9,9 @@ import uuid
 import pytest
 import redis
 
-from grid_tasks.scheduling import dirty_key, lock_key, queued_key, trigger_iteration
+from grid_tasks.effects import dirty_key, lock_key, queued_key, trigger_iteration
+from grid_tasks.scheduling.tasks import iterate
+from grid_tasks.services import services_for
 
 # RM names of this module alone: an iteration of a real RM left running by an earlier
 # test's worker (same Redis) must not hold these tests' locks.
@@ -18,13 +20,13 @@ RM_A, RM_B = f"rmA-{uuid.uuid4().hex[:8]}", f"rmB-{uuid.uuid4().hex[:8]}"
 
 @pytest.fixture
 def app_and_runs(celery_app_factory, settings, monkeypatch):
-    import grid_tasks.scheduling.tasks as tasks
+    import grid_tasks.scheduling.runner as runner
 
     app = celery_app_factory()
     state = {"active": 0, "max_active": 0, "runs": 0}
     lock = threading.Lock()
 
-    def one(_app, rm, _client, quick=False):  # the iteration body: overlap, some time
+    def one(_services, rm, quick=False):  # the iteration body: overlap, some time
         state.setdefault("quick", []).append(quick)
         with lock:
             state["active"] += 1
@@ -35,24 +37,22 @@ def app_and_runs(celery_app_factory, settings, monkeypatch):
             state["active"] -= 1
         return False, state.pop("conflicts", 0) > 0
 
-    monkeypatch.setattr(tasks, "_one", one)
+    monkeypatch.setattr(runner, "_one", one)
     return app, state, redis.Redis.from_url(settings.redis_url)
 
 
 def test_concurrent_calls_never_overlap_and_fold(app_and_runs):
-    from grid_tasks.scheduling.tasks import iterate
-
-    import grid_tasks.scheduling.tasks as tasks
+    import grid_tasks.scheduling.runner as runner
 
     app, state, client = app_and_runs
-    inner, entered = tasks._one, threading.Semaphore(0)
+    inner, entered = runner._one, threading.Semaphore(0)
 
-    def first_run_outlasts_the_callers(a, rm, c, **kw):
+    def first_run_outlasts_the_callers(s, rm, **kw):
         if state["runs"] == 0:  # a loaded machine may start threads far apart: wait them
             for _ in range(12):
                 entered.acquire(timeout=10)
             time.sleep(0.3)  # their lock attempts follow their entry at once
-        return inner(a, rm, c, **kw)
+        return inner(s, rm, **kw)
 
     task = app.tasks[iterate.name]  # bound to this app: new threads see Celery's default
 
@@ -60,7 +60,7 @@ def test_concurrent_calls_never_overlap_and_fold(app_and_runs):
         entered.release()
         task.run(rm=RM_A)
 
-    tasks._one = first_run_outlasts_the_callers
+    runner._one = first_run_outlasts_the_callers
     threads = [threading.Thread(target=call) for _ in range(12)]
     for t in threads:
         t.start()
@@ -72,35 +72,36 @@ def test_concurrent_calls_never_overlap_and_fold(app_and_runs):
 
 
 def test_trigger_during_a_run_gives_exactly_one_more(app_and_runs):
-    import grid_tasks.scheduling.tasks as tasks
+    import grid_tasks.scheduling.runner as runner
 
     app, state, client = app_and_runs
-    inner = tasks._one
+    inner = runner._one
 
-    def one_with_triggers(a, rm, c, **kw):
+    def one_with_triggers(s, rm, **kw):
+        c = s.redis
         if state["runs"] == 0:
             for _ in range(5):  # five events arrive while the first run works
                 c.set(dirty_key(rm), 1)
-        return inner(a, rm, c, **kw)
+        return inner(s, rm, **kw)
 
-    tasks._one = one_with_triggers
-    assert tasks.iterate.run(rm=RM_B) == 2
+    runner._one = one_with_triggers
+    assert iterate.run(rm=RM_B) == 2
     assert state["runs"] == 2
 
 
 def test_a_lost_race_runs_again_at_once_but_bounded(app_and_runs):
-    import grid_tasks.scheduling.tasks as tasks
+    import grid_tasks.scheduling.runner as runner
 
     _, state, _ = app_and_runs
-    inner = tasks._one
+    inner = runner._one
 
-    def always_conflicting(a, rm, c, **kw):
+    def always_conflicting(s, rm, **kw):
         state["conflicts"] = 1
-        return inner(a, rm, c, **kw)
+        return inner(s, rm, **kw)
 
-    tasks._one = always_conflicting
-    assert tasks.iterate.run(rm=RM_A) == tasks.CONFLICT_RERUNS + 1
-    assert state["runs"] == tasks.CONFLICT_RERUNS + 1
+    runner._one = always_conflicting
+    assert iterate.run(rm=RM_A) == runner.CONFLICT_RERUNS + 1
+    assert state["runs"] == runner.CONFLICT_RERUNS + 1
 
 
 def test_trigger_enqueues_once_until_picked_up(app_and_runs, settings):
@@ -113,37 +114,39 @@ def test_trigger_enqueues_once_until_picked_up(app_and_runs, settings):
 
 
 def test_trigger_while_an_iteration_runs_sends_no_task(app_and_runs, settings):
-    import grid_tasks.scheduling.tasks as tasks
+    import grid_tasks.scheduling.runner as runner
 
     app, state, client = app_and_runs
     broker = redis.Redis.from_url(settings.broker_url)
-    inner, sent = tasks._one, []
+    inner, sent = runner._one, []
 
-    def one_with_events(a, rm, c, **kw):
+    def one_with_events(s, rm, **kw):
+        c = s.redis
         if state["runs"] == 0:  # submissions and job ends arrive while the run works
             sent.extend(trigger_iteration(app, rm, client=c) for _ in range(5))
             assert broker.llen("scheduler") == 0 and c.get(dirty_key(rm)) == b"1"
-        return inner(a, rm, c, **kw)
+        return inner(s, rm, **kw)
 
-    tasks._one = one_with_events
-    assert tasks.iterate.run(rm=RM_A) == 2  # the holder ran once more for them
+    runner._one = one_with_events
+    assert iterate.run(rm=RM_A) == 2  # the holder ran once more for them
     assert sent == [False] * 5
     assert broker.llen("scheduler") == 0 and client.get(lock_key(RM_A)) is None
 
 
 def test_a_stream_of_triggers_is_handed_to_a_fresh_task(app_and_runs, settings):
     """One task never iterates forever: past its bound the pending trigger is re-queued."""
-    import grid_tasks.scheduling.tasks as tasks
+    import grid_tasks.scheduling.runner as runner
 
     _, state, client = app_and_runs
-    inner = tasks._one
+    inner = runner._one
 
-    def always_triggered(a, rm, c, **kw):
+    def always_triggered(s, rm, **kw):
+        c = s.redis
         c.set(dirty_key(rm), 1)  # an event arrives during every run
-        return inner(a, rm, c, **kw)
+        return inner(s, rm, **kw)
 
-    tasks._one = always_triggered
-    assert tasks.iterate.run(rm="rmS") == tasks.MAX_RUNS_PER_TASK
+    runner._one = always_triggered
+    assert iterate.run(rm="rmS") == runner.MAX_RUNS_PER_TASK
     assert client.get(lock_key("rmS")) is None  # released
     broker = redis.Redis.from_url(settings.broker_url)
     assert broker.llen("scheduler") == 1  # the rest goes to a fresh task
@@ -183,17 +186,18 @@ def test_an_outbox_triggers_and_announces_in_one_round_trip(app_and_runs, settin
 
 
 def test_a_quick_call_makes_only_its_own_first_run_quick(app_and_runs):
-    import grid_tasks.scheduling.tasks as tasks
+    import grid_tasks.scheduling.runner as runner
 
     _, state, _ = app_and_runs
-    inner = tasks._one
+    inner = runner._one
 
-    def one_with_a_trigger(a, rm, c, **kw):
+    def one_with_a_trigger(s, rm, **kw):
+        c = s.redis
         if state["runs"] == 0:  # another submission's trigger: a full run for it
             c.set(dirty_key(rm), 1)
-        return inner(a, rm, c, **kw)
+        return inner(s, rm, **kw)
 
-    tasks._one = one_with_a_trigger
-    assert tasks.iterate_here(tasks.iterate.app, RM_A, quick=True) == 2
+    runner._one = one_with_a_trigger
+    assert runner.iterate_here(services_for(iterate.app), RM_A, quick=True) == 2
     assert state["quick"] == [True, False]
-    assert tasks.iterate.run(rm=RM_B) == 1 and state["quick"][-1] is False
+    assert iterate.run(rm=RM_B) == 1 and state["quick"][-1] is False

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 import pytest
 import redis
 
-from grid_tasks.broker.tokens import Claim, RefusalReason, TokenRefused, TokenStore
+from grid_tasks.legion.tokens import Claim, RefusalReason, TokenRefused, TokenStore
 from grid_tasks.duroc.store import CoordinationStore
 from grid_tasks.duroc.store_errors import StoreUnavailableError
 from grid_tasks.duroc.store_models import SubjobSpec

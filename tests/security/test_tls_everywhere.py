@@ -88,9 +88,9 @@ def test_cli_stores_use_tls_from_resolved_settings(tls_redis, settings,  # noqa:
     assert seen == [s.redis_tls]
 
 
-def test_metrics_and_scheduling_clients_use_tls(tls_redis, settings) -> None:  # noqa: F811
+def test_metrics_and_worker_clients_use_tls(tls_redis, settings) -> None:  # noqa: F811
     from grid_tasks.metrics.collect import Sources
-    from grid_tasks.scheduling import redis_client
+    from grid_tasks.services import Services
     from grid_tasks.topology import load_topology
 
     s = _settings(tls_redis, settings)
@@ -100,7 +100,7 @@ def test_metrics_and_scheduling_clients_use_tls(tls_redis, settings) -> None:  #
         assert sources.redis(s.redis_url).acl_whoami() == USER
     finally:
         sources.close()
-    client = redis_client(s)
+    client = Services(s).redis  # what every task of a worker uses
     assert _over_tls(client) and client.acl_whoami() == USER
 
 
@@ -146,13 +146,13 @@ def test_builders_pass_the_tls_options(settings, tmp_path: Path, monkeypatch) ->
     from grid_tasks.metrics.collect import Sources
     from grid_tasks.node.registry import NodeRegistry
     from grid_tasks.schedmods.context import ModuleContext
-    from grid_tasks.scheduling import redis_client
+    from grid_tasks.services import Services
     from grid_tasks.topology import load_topology
 
     s, ca = _offline(settings, tmp_path)
     _tls_options(ModuleContext.from_settings(s).redis, ca)
     _tls_options(Sources(s, load_topology(s.topology_file)).redis(s.redis_url), ca)
-    _tls_options(redis_client(s), ca)
+    _tls_options(Services(s).redis, ca)
     _tls_options(NodeRegistry.from_settings(s).client, ca)
     for key, value in s.to_env().items():
         monkeypatch.setenv(key, value)

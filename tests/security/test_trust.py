@@ -22,10 +22,10 @@ NOW = dt.datetime.now(dt.timezone.utc)
 def test_only_schedulers_launch_and_a_new_task_admits_only_services():
     assert roles_for("grid_tasks.gram.tasks.launch") == {Role.SCHEDULER}
     assert roles_for("grid_tasks.gram.tasks.launch_batch") == {Role.SCHEDULER}
-    assert roles_for("grid_tasks.gram.tasks.submit") == {Role.USER}
+    assert roles_for("grid_tasks.gram.gatekeeper.submit") == {Role.USER}
     assert roles_for("some.task.nobody.listed") == DEFAULT_ROLES == {Role.SCHEDULER}
     assert all(Role.OPERATOR not in roles_for(t) for t in ("grid_tasks.gram.tasks.launch",
-                                                           "grid_tasks.gram.tasks.submit"))
+                                                           "grid_tasks.gram.gatekeeper.submit"))
 
 
 def test_roles_come_from_the_folder_a_certificate_is_in(tmp_path):

@@ -27,15 +27,22 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import select, text
+from sqlalchemy import select, text, tuple_
 from sqlalchemy.orm import Session
 
 from grid_tasks.db import Reservation, ReservationKind, repository
 from grid_tasks.db.models import ResourceManager
-from grid_tasks.broker.refusals import ReservationRefused
+from grid_tasks.gram.binding import unbind
+from grid_tasks.legion.collection import ENACTED
+from grid_tasks.legion.refusals import ReservationRefused
+from grid_tasks.maui import ACL
+from grid_tasks.maui import Reservation as CoreReservation
+from grid_tasks.maui import ReservationRefused as CoreRefused
+from grid_tasks.scheduling.plan import load_plan
+from grid_tasks.scheduling.requester import Requester
+from grid_tasks.scheduling.state import load_scheduler
 from grid_tasks.utc import epoch, from_epoch, iso_seconds
 
 __all__ = ["ReservationRefused", "Requester", "estimate", "reserve", "release",
@@ -43,43 +50,6 @@ __all__ = ["ReservationRefused", "Requester", "estimate", "reserve", "release",
 
 #: Longest reservation name and token stored (the SQL column widths).
 MAX_NAME = 128
-
-
-@dataclass(frozen=True)
-class Requester:
-    """Who asks: the credentials a reservation ACL may admit (any may be missing).
-
-    ``host`` is carried for the record: reservation ACLs have no host key."""
-
-    user: str | None = None
-    group: str | None = None
-    account: str | None = None
-    host: str | None = None
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any] | None) -> "Requester":
-        """From ``{"user", "group", "account", "host"}``; unknown keys are refused."""
-        if not data:
-            return cls()
-        if not isinstance(data, Mapping):
-            raise ReservationRefused(f"requester must be a mapping, got {type(data).__name__}",
-                                     "bad_request")
-        unknown = set(data) - {"user", "group", "account", "host"}
-        if unknown:
-            raise ReservationRefused(f"requester: unknown keys {sorted(unknown)} (known: user, "
-                                     "group, account, host)", "bad_request")
-        return cls(**{k: (None if v is None else str(v)) for k, v in data.items()})
-
-    def to_dict(self) -> dict[str, str]:
-        return {k: v for k, v in (("user", self.user), ("group", self.group),
-                                  ("account", self.account), ("host", self.host)) if v}
-
-    def probe(self, job_id: str, procs: int, duration: float, now: float) -> Any:
-        """A core job of these credentials: what reservation ACLs are checked against."""
-        from grid_tasks.maui import Job
-
-        return Job(id=job_id, tasks=procs, procs_per_task=1, walltime=duration,
-                   submit_time=now, user=self.user, group=self.group, account=self.account)
 
 
 def _number(name: str, value: Any, *, positive: bool = True) -> float:
@@ -110,7 +80,6 @@ def estimate(session: Session, rm: str, *, procs: int, duration: float, not_befo
     reservation may be refused there; the broker then tries its next candidate.  Raises
     NotFoundError for an unknown RM, :class:`ReservationRefused` for a bad request.
     """
-    from grid_tasks.ops.plan import load_plan
 
     procs, limit = _count("procs", procs), _count("limit", limit)
     duration = _number("duration", duration)
@@ -223,10 +192,6 @@ def _check_core(session: Session, rm: str, name: str, alloc: dict[str, int], sta
     and node states can refuse it.  Reservations admitting the requester lend it their
     resources, exactly as :func:`estimate` counted them.
     """
-    from grid_tasks.maui import ACL
-    from grid_tasks.maui import Reservation as CoreReservation
-    from grid_tasks.maui import ReservationRefused as CoreRefused
-    from grid_tasks.scheduling.state import load_scheduler
 
     sched = load_scheduler(session, rm, now=now, registry=registry)
     known = sched.engine.nodes
@@ -265,7 +230,6 @@ def release(session: Session, rm: str, *, name: str, token: str | None = None,
         raise ReservationRefused(f"reservation {name!r} on {rm} is a {row.kind.value} "
                                  "reservation; only grid reservations are released here",
                                  "not_grid")
-    from grid_tasks.gram.binding import unbind
 
     unbind(session, row, "grid reservation released by the broker", now)
     if forget is not None:
@@ -277,15 +241,13 @@ def release(session: Session, rm: str, *, name: str, token: str | None = None,
 
 def mark_enacted(session: Session, parts: Iterable[tuple[str, str, str]]) -> int:
     """Mark the grid reservations ``(rm, name, token)`` as enacted (their broker confirmed
-    the tokens): :data:`~grid_tasks.broker.collection.ENACTED` in ``resources``.
+    the tokens): :data:`~grid_tasks.legion.collection.ENACTED` in ``resources``.
 
     Called by the broker right after ``TokenStore.confirm``, in one transaction.
     Idempotent; returns how many of ``parts`` are marked now (a part whose row is gone,
     or holds another token, is not counted).
     """
-    from sqlalchemy import tuple_
 
-    from grid_tasks.broker.collection import ENACTED
 
     wanted = {(str(rm), str(name)): str(token) for rm, name, token in parts}
     if not wanted:

@@ -1,8 +1,8 @@
-"""The values of the token store (see :mod:`grid_tasks.broker.tokens`): claims, tokens,
+"""The values of the token store (see :mod:`grid_tasks.legion.tokens`): claims, tokens,
 refusals, and the few encodings the client shares with the Lua scripts.
 
 Kept apart from the store so that each file stays readable; everything here is
-re-exported by :mod:`grid_tasks.broker.tokens`, the module to import from.
+re-exported by :mod:`grid_tasks.legion.tokens`, the module to import from.
 """
 
 from __future__ import annotations

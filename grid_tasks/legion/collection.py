@@ -34,17 +34,16 @@ import socket
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from grid_tasks.errors import ConfigError
 from grid_tasks.utc import epoch
 from grid_tasks.mil import compile_query
 from grid_tasks.states import NodeState
-from grid_tasks.topology import GridTopology, NodeSpec
-
-if TYPE_CHECKING:
-    from grid_tasks.node.registry import NodeStatus
-    from grid_tasks.settings import Settings
+from grid_tasks.legion.tokens_model import Claim
+from grid_tasks.node.registry import NodeRegistry, NodeStatus
+from grid_tasks.settings import Settings
+from grid_tasks.topology import GridTopology, NodeSpec, load_topology
 
 ACCESS_KEYS = ("allow_users", "allow_groups", "allow_hosts")
 _SPLIT = re.compile(r"[,\s]+")
@@ -228,9 +227,6 @@ class Collection:
     def live_from_settings(cls, settings: Settings,
                            topology: GridTopology | None = None) -> "Collection":
         """Read the topology file and the node registry named by ``settings``."""
-        from grid_tasks.node.registry import NodeRegistry
-        from grid_tasks.topology import load_topology
-
         topology = topology or load_topology(settings.topology_file)
         registry = NodeRegistry.from_settings(settings)  # TLS and ACL as configured
         try:
@@ -290,8 +286,6 @@ def durable_claims(rows: Iterable[Any], capacities: Mapping[str, int]) -> list[A
     ``resources["procs_by_node"]``; a node listed without a count is held whole
     (its capacity).  Token ids are derived from the row, so restoring twice is harmless.
     """
-    from grid_tasks.broker.tokens import Claim
-
     out = []
     for row in rows:
         kind = getattr(row.kind, "value", row.kind)

@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
 
-from grid_tasks.broker.collection import Requester
+from grid_tasks.legion.collection import Requester
 from grid_tasks.broker.gridres import (
     grid_start, parse_grid_spec, release_grid_reservations, set_grid_reservation,
     show_grid_reservations,
@@ -21,6 +21,9 @@ from grid_tasks.broker.gridview import (
     coreservation_text, grid_reservations_view, grid_start_view,
 )
 from grid_tasks.broker.live import Broker, new_job_key
+from grid_tasks.ops.plan import parse_request
+from grid_tasks.ops.planning import request_kind
+from grid_tasks.rsl import lower
 from grid_tasks.rsl.lower import SubjobRequest
 
 __all__ = ["showstart_grid", "setres_grid", "showres_grid", "releaseres_grid"]
@@ -37,10 +40,6 @@ def _broker(shell: Any) -> Iterator[Broker]:
 
 def _request_subjobs(text: str) -> list[SubjobRequest]:
     """showstart's REQUEST (PROCS@DURATION or RSL) as subjob requests, none placed."""
-    from grid_tasks.ops.planning import request_kind
-    from grid_tasks.ops.plan import parse_request
-    from grid_tasks.rsl import lower
-
     if request_kind(text) == "procs":
         core = parse_request(text)
         return [SubjobRequest(index=0, executable="", count=int(core.procs),

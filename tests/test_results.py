@@ -7,7 +7,7 @@ import sys
 import textwrap
 
 from grid_tasks.embedded.redis_server import RedisServer
-from grid_tasks.gram.results import release_results
+from grid_tasks.results import release_results
 
 SCRIPT = textwrap.dedent('''
     import sys

@@ -1,0 +1,53 @@
+"""Retrying database writes: optimistic-lock conflicts at once, a lost server with backoff.
+
+A gatekeeper recording node reports must ride out a database restart or failover
+(the reports wait, durable, in the broker); a write that lost an optimistic-lock race
+is simply run again.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from sqlalchemy.exc import DBAPIError, OperationalError
+
+from grid_tasks.db.errors import ConcurrentUpdateError
+from grid_tasks.errors import ConnectivityError
+
+log = logging.getLogger(__name__)
+
+
+#: Backoff before each retry of a database write that hit a dropped connection
+#: (seconds): about 20 s in all, so a database restart or failover is ridden out.
+DB_RETRY_DELAYS = (0.1, 0.2, 0.5, 1.0, 2.0, 2.0, 3.0, 3.0, 4.0, 4.0)
+
+
+def transient_db_error(exc: BaseException) -> bool:
+    """Whether ``exc`` is a lost or refused database connection worth retrying."""
+    if isinstance(exc, (OperationalError, ConnectivityError)):
+        return True  # ConnectivityError: grid_tasks.db's guard around a refused connect
+    return isinstance(exc, DBAPIError) and bool(exc.connection_invalidated)
+
+
+def retrying(action: Any, attempts: int = 5,
+             delays: tuple[float, ...] = DB_RETRY_DELAYS) -> Any:
+    """Run ``action``, retrying optimistic-lock conflicts (``attempts`` times, quickly)
+    and transient database errors (once per entry of ``delays``, sleeping it)."""
+    conflicts = outages = 0
+    while True:
+        try:
+            return action()
+        except ConcurrentUpdateError:
+            conflicts += 1
+            if conflicts >= attempts:
+                raise
+            time.sleep(0.01 * conflicts)
+        except Exception as exc:
+            if not transient_db_error(exc) or outages >= len(delays):
+                raise
+            log.warning("database unavailable (%s); retrying in %.1f s",
+                        type(exc).__name__, delays[outages])
+            time.sleep(delays[outages])
+            outages += 1

@@ -1,0 +1,63 @@
+"""A resource manager's plan: its scheduler loaded from SQL and run once in memory.
+
+What ``showstart``, ``showbf`` and ``diagnose`` read (:mod:`grid_tasks.ops`), and what
+the RM answers a broker's estimate with (:mod:`grid_tasks.scheduling.rm_service`): the
+same core the live iteration runs, so both see running jobs, reservations and the idle
+queue's priorities exactly as the RM does.  Nothing is written.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from grid_tasks.db import repository
+from grid_tasks.maui import IterationResult, Job, PriorityBreakdown, Scheduler, Start
+from grid_tasks.scheduling.state import core_job
+from grid_tasks.scheduling.state import load_scheduler as load_live_scheduler
+from grid_tasks.utc import epoch
+
+
+@dataclass
+class Plan:
+    """A loaded scheduler after one in-memory iteration at ``now``."""
+
+    rm: str
+    now: datetime
+    scheduler: Scheduler
+    idle: dict[str, Job]  # idle jobs as the core saw them before the iteration
+    priorities: list[PriorityBreakdown]
+    result: IterationResult | None = None
+    started: dict[str, Start] = field(default_factory=dict)
+
+    @property
+    def t(self) -> float:
+        """``now`` on the core's time axis (POSIX seconds)."""
+        return epoch(self.now)
+
+
+def load_scheduler(session: Session, rm: str, now: datetime, registry: Any = None) -> Scheduler:
+    """The RM's scheduler with its SQL state (and node liveness from ``registry``);
+    NotFoundError naming the known RMs for an unknown one."""
+    repository.get_rm(session, rm)
+    return load_live_scheduler(session, rm, now=epoch(now), registry=registry)
+
+
+def core_view(row: Any) -> Job:
+    """The Maui core's view of a SQL job row, exactly as the live loader builds it."""
+    return core_job(row)
+
+
+def load_plan(session: Session, rm: str, now: datetime, *, registry: Any = None,
+              iterate: bool = True) -> Plan:
+    """:func:`load_scheduler`, priorities, and (``iterate``) one in-memory iteration."""
+    sched = load_scheduler(session, rm, now, registry)
+    plan = Plan(rm, now, sched, {j.id: j for j in sched.idle_jobs()},
+                sched.diagnose_priority(epoch(now)))
+    if iterate:
+        plan.result = sched.iterate(epoch(now))
+        plan.started = {s.job_id: s for s in plan.result.started}
+    return plan

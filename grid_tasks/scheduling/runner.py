@@ -1,0 +1,138 @@
+"""Running a resource manager's iterations: one at a time per RM, triggers folded.
+
+* the caller takes a non-blocking Redis lock (one iteration per RM at a time) and
+  runs while ``GETDEL dirty`` returns a value, so triggers arriving during a run
+  fold into ONE more run; after releasing it re-triggers if a flag slipped in
+  (:func:`grid_tasks.effects.trigger_iteration` sets the flag);
+* the iteration task runs this, and so does a gatekeeper that has just stored a job
+  (:func:`iterate_here` with ``quick``): the job's start then waits for no task to
+  travel to a scheduler worker.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+from grid_tasks.db.engine import write_priority
+from grid_tasks.db.errors import ConcurrentUpdateError
+from grid_tasks.effects import dirty_key, lock_key, queued_key, send_iteration, trigger_iteration
+from grid_tasks.events import publish
+from grid_tasks.gram.report import lease_timing
+from grid_tasks.metrics.iteration import record_iteration
+from grid_tasks.node.registry import NodeRegistry
+from grid_tasks.scheduling.iteration import run_iteration
+from grid_tasks.services import Services
+
+log = logging.getLogger(__name__)
+
+#: The lock outlives a hung iteration by at most this long (seconds).
+LOCK_TTL_MS = 60_000
+#: Immediate re-runs after an iteration lost a race on a job row (optimistic locking).
+CONFLICT_RERUNS = 3
+#: One task runs at most this many iterations, or this long, before handing a pending
+#: trigger to a fresh task: a steady stream of triggers must neither hold one worker
+#: thread forever (a worker could not shut down) nor outlive the lock's TTL.
+MAX_RUNS_PER_TASK = 20
+MAX_TASK_S = 10.0
+
+# KEYS: queued, lock, dirty.  ARGV: token, lock TTL (ms).  Takes the lock (1), clearing
+# the pending trigger it runs for; else (0) marks one pending, so the holder runs again.
+# One round trip, and EVAL: a registered script would ask SCRIPT EXISTS first.
+_ACQUIRE = """
+redis.call('DEL', KEYS[1])
+if redis.call('SET', KEYS[2], ARGV[1], 'NX', 'PX', tonumber(ARGV[2])) then
+  redis.call('DEL', KEYS[3])
+  return 1
+end
+redis.call('SET', KEYS[3], 1)
+return 0
+"""
+
+# KEYS: lock, dirty.  Releases our lock; returns 1 if a trigger is pending.
+_RELEASE = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end
+return redis.call('EXISTS', KEYS[2])
+"""
+
+
+def iterate_here(services: Services, rm: str, events: Sequence[Any] = (), *,
+                 quick: bool = False) -> int:
+    """Run ``rm``'s iteration in this process now, under the RM's lock, until no
+    trigger is pending; returns how many ran (0: another process holds the lock, and
+    it runs once more for this call).
+
+    ``events`` (committed job state changes, e.g. a just-stored job's PENDING) are
+    published first, in the lock's round trip.  ``quick``: the first run is the quick
+    pass (see :func:`~grid_tasks.scheduling.iteration.run_iteration`); runs for
+    triggers that came in meanwhile are full ones."""
+    client = services.redis
+    token = uuid.uuid4().hex
+    pipe = client.pipeline(transaction=False)
+    for event in events:
+        publish(pipe, event)
+    pipe.eval(_ACQUIRE, 3, queued_key(rm), lock_key(rm), dirty_key(rm), token, LOCK_TTL_MS)
+    if not pipe.execute()[-1]:
+        return 0  # the holder runs once more for us
+    runs, busy, dirty, conflicts = 0, False, True, 0
+    began = time.monotonic()
+    try:
+        while dirty:
+            if runs >= MAX_RUNS_PER_TASK or time.monotonic() - began > MAX_TASK_S:
+                client.set(dirty_key(rm), 1)  # the release below re-triggers for it
+                break
+            runs += 1
+            busy, conflicted = _one(services, rm, quick=quick and runs == 1)
+            conflicts += conflicted
+            # a lost race on a job row is retried at once, not left to the next trigger
+            dirty = bool(client.getdel(dirty_key(rm))) or (
+                conflicted and conflicts <= CONFLICT_RERUNS)
+    finally:
+        # release and look for a trigger that slipped in after the last GETDEL, atomically
+        dirty = bool(client.register_script(_RELEASE)(keys=[lock_key(rm), dirty_key(rm)],
+                                                      args=[token]))
+    if dirty:
+        trigger_iteration(services.app, rm, client=client)
+    elif busy:
+        _watch(services, rm)
+    return runs
+
+
+def _one(services: Services, rm: str, *, quick: bool = False) -> tuple[bool, bool]:
+    """One iteration: (busy, lost a race on a job row)."""
+    client = services.redis
+    registry = NodeRegistry(client, services.settings.heartbeat_ttl)  # no new connection
+    began = time.monotonic()
+    try:
+        with write_priority():  # every job's progress waits on this iteration's commit
+            report = run_iteration(services.app, rm, sessions=services.sessions, redis=client,
+                                   registry=registry, now=services.clock.time(), quick=quick,
+                                   settings=services.settings)
+    except ConcurrentUpdateError as exc:
+        log.warning("iteration of %s lost a race, running again: %s", rm, exc)
+        return True, True
+    except Exception:
+        log.exception("iteration of %s failed", rm)
+        return True, False
+    finally:
+        _record(client, rm, time.monotonic() - began)
+    return report.busy, False
+
+
+def _record(client: Any, rm: str, elapsed: float) -> None:
+    """The iteration's duration into the metrics histogram; metrics never stop scheduling."""
+    try:
+        record_iteration(client, rm, elapsed)
+    except Exception as exc:  # Redis hiccup: the next iteration records again
+        log.warning("iteration duration of %s not recorded: %s", rm, exc)
+
+
+def _watch(services: Services, rm: str) -> None:
+    """While jobs run, look again after one lease TTL, so a lost job manager is noticed
+    without waiting for beat."""
+    _, ttl = lease_timing(services.settings)
+    if services.redis.set(f"{queued_key(rm)}:watch", 1, nx=True, px=int(ttl * 1000)):
+        send_iteration(services.app, rm, why="watch", countdown=ttl)
