@@ -10,7 +10,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sqlalchemy import func, select
 
+
+from grid_tasks.db import session_scope
+from grid_tasks.db.models import Job as JobRow
 from grid_tasks.faults.harness import FaultGrid
 from grid_tasks.security.connections import redis_client
 from grid_tasks.security.keys import KeyPaths
@@ -66,10 +70,5 @@ class Target:
 
     def job_count(self) -> int:
         """How many jobs SQL holds."""
-        from sqlalchemy import func, select
-
-        from grid_tasks.db import session_scope
-        from grid_tasks.db.models import Job as JobRow
-
         with session_scope(self.fg.grid.sessions) as session:
             return int(session.execute(select(func.count()).select_from(JobRow)).scalar_one())
