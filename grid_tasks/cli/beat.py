@@ -10,10 +10,12 @@ from pathlib import Path
 from typing import Any
 
 import click
+import redis
 from rich.console import Console
 from rich.table import Table
 
-from grid_tasks.errors import ConfigError
+from grid_tasks.errors import ConfigError, ConnectivityError
+from grid_tasks.security.connections import redis_client
 from grid_tasks.settings import Settings
 
 
@@ -102,12 +104,7 @@ def beat(lease: float | None, poll: float | None, name: str | None, include: tup
 
 
 def _show_status(settings: Settings, as_json: bool) -> None:
-    import redis
-
-    from grid_tasks.errors import ConnectivityError
     from grid_tasks.ha.status import read_status
-
-    from grid_tasks.security.connections import redis_client
 
     client = redis_client(settings, settings.redis_url, socket_connect_timeout=3)
     try:

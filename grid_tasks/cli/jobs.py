@@ -15,9 +15,14 @@ from typing import Any
 import click
 from rich.console import Console
 
+from grid_tasks.cli.nodes import resolve_settings
 from grid_tasks.ops import build_queue, cancel_jobs, check_job, check_node, resolve_job
 from grid_tasks.ops.common import Section, finished_ids, section_of
-from grid_tasks.ops.render import job_view, node_view, queue_view
+from grid_tasks.ops.jobs import check_coalloc, is_coalloc_ref
+from grid_tasks.ops.nodes import find_node
+from grid_tasks.ops.plan import load_plan
+from grid_tasks.ops.queue import barrier_entries
+from grid_tasks.ops.render import coalloc_view, job_view, node_view, queue_view
 from grid_tasks.ops.shell import OpsShell
 
 JSON_HELP = "Print JSON for scripts instead of tables."
@@ -26,8 +31,6 @@ JSON_HELP = "Print JSON for scripts instead of tables."
 @contextmanager
 def ops_shell() -> Iterator[OpsShell]:
     """The connections of one operator command, closed afterwards."""
-    from grid_tasks.cli.nodes import resolve_settings
-
     shell = OpsShell(resolve_settings(None))
     try:
         yield shell
@@ -65,8 +68,6 @@ def showq(rm: str | None, as_json: bool) -> None:
       grid-tasks showq
       grid-tasks showq -r rmA --json | jq '.summary'
     """
-    from grid_tasks.ops.queue import barrier_entries
-
     with ops_shell() as shell, shell.session() as session:
         queue = build_queue(session, rm, shell.now(), barrier_entries(shell.settings))
     emit(queue.to_dict(), as_json, queue_view(queue))
@@ -86,13 +87,7 @@ def checkjob(job: str, no_plan: bool, coalloc: bool, as_json: bool) -> None:
     JOB is a job id or a GRAM job contact; a coallocated job (duroc://coalloc/N,
     coalloc-N, or N with -c) is shown with its barrier and every subjob.
     """
-    from grid_tasks.ops.jobs import check_coalloc, is_coalloc_ref
-    from grid_tasks.ops.plan import load_plan
-
     if coalloc or is_coalloc_ref(job):
-        from grid_tasks.ops.queue import barrier_entries
-        from grid_tasks.ops.render import coalloc_view
-
         with ops_shell() as shell, shell.session() as session:
             report = check_coalloc(session, job, barrier_entries(shell.settings))
         emit(report.to_dict(), as_json, coalloc_view(report))
@@ -136,8 +131,6 @@ def canceljob(jobs: tuple[str, ...], as_json: bool) -> None:
 def checknode(node: str, rm: str | None, as_json: bool) -> None:
     """Show one node: state (from its heartbeat when Redis is reachable), configured,
     dedicated, reserved and available processors, its jobs and reservations."""
-    from grid_tasks.ops.nodes import find_node
-
     with ops_shell() as shell, shell.session() as session:
         row = find_node(session, node, rm)
         registry = shell.registry()

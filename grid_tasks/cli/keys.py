@@ -10,15 +10,21 @@ from pathlib import Path
 from typing import Any
 
 import click
+from cryptography import x509
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
 from grid_tasks.errors import GridTasksError
-from grid_tasks.security.config import KEYS_DIR
+from grid_tasks.security.config import CERT_FILE, KEY_FILE, KEYS_DIR, STORE_DIR
 from grid_tasks.security.errors import GridMapError
+from grid_tasks.security.keys import (
+    check_key_matches, describe, init_keys, store_certificates, trust,
+)
+from grid_tasks.security.role_keys import ensure_grid_keys, init_role_key
 from grid_tasks.security.roles import Role
 from grid_tasks.settings import Settings
+from grid_tasks.topology import load_topology
 
 
 ROLE_NAMES = [role.value for role in Role]
@@ -41,8 +47,6 @@ def _default_name(role: Role) -> str:
 
 def _slash_subject(cert: Path) -> str:
     """The certificate's subject as grid maps write it (``/O=grid_tasks/OU=node/CN=..``)."""
-    from cryptography import x509
-
     from grid_tasks.security.trust import slash_subject
 
     return slash_subject(x509.load_pem_x509_certificate(cert.read_bytes()).subject)
@@ -90,9 +94,6 @@ def init(directory: Path | None, common_name: str | None, days: int, hosts: tupl
     already holds worker.pem; with --role, <role>/<role>.key and .pem, trusted in
     certs/<role>/.
     """
-    from grid_tasks.security.keys import init_keys
-    from grid_tasks.security.role_keys import init_role_key
-
     target = _keys_dir(directory)
     if role is None:
         paths = init_keys(target, common_name or f"grid_tasks@{socket.gethostname()}",
@@ -138,8 +139,6 @@ def init_grid(directory: Path, user: str | None, flat: bool, as_json: bool) -> N
       DIRECTORY/certs/ROLE/                      the trust store, for every process
     Give each host its role's folder and certs/, never another role's key.
     """
-    from grid_tasks.security.role_keys import ensure_grid_keys
-
     grid = ensure_grid_keys(directory, user or getpass.getuser(), now=_now(),
                             role_dirs=not flat)
     rows = {role.value: {"key": str(grid.for_role(role).key),
@@ -164,9 +163,6 @@ def init_grid(directory: Path, user: str | None, flat: bool, as_json: bool) -> N
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def show(directory: Path | None, as_json: bool) -> None:
     """Show the certificate and the trusted store in DIRECTORY [default: <state dir>/keys]."""
-    from grid_tasks.security.config import CERT_FILE, KEY_FILE, STORE_DIR
-    from grid_tasks.security.keys import check_key_matches, describe, store_certificates
-
     target = _keys_dir(directory)
     own = describe(target / CERT_FILE)
     check_key_matches(target / KEY_FILE, target / CERT_FILE)
@@ -202,9 +198,6 @@ def trust_cmd(cert: Path, store: Path | None, name: str | None, role: str | None
     Trust a scheduler's certificate with --role scheduler, a node's with --role node,
     a user's with --role user: what a signer may do follows the folder it is in.
     """
-    from grid_tasks.security.config import STORE_DIR
-    from grid_tasks.security.keys import trust
-
     base = store or _keys_dir(None) / STORE_DIR
     if role:  # a certificate may sit in several roles' folders: only this one is checked
         (base / role).mkdir(parents=True, exist_ok=True)
@@ -242,8 +235,6 @@ def _load(path: Path | None) -> Any:
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def check(file: Path, grid_file: Path | None, as_json: bool) -> None:
     """Parse FILE and list its mappings; exit 1 with line and column if malformed."""
-    from grid_tasks.topology import load_topology
-
     try:
         gm = _load(file)
     except GridMapError as exc:

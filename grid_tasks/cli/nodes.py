@@ -12,6 +12,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from grid_tasks.embedded.stack import ENV_FILE, read_env_file
 from grid_tasks.errors import NotFoundError
 from grid_tasks.node.registry import NodeRegistry, NodeStatus
 from grid_tasks.settings import Settings
@@ -63,8 +64,6 @@ def collect(settings: Settings, rm: str | None = None) -> list[NodeStatus]:
 
 def resolve_settings(stack_dir: Path | None) -> Settings:
     """Explicit --stack, else GRID_TASKS_* if Redis is set there, else a running embedded stack."""
-    from grid_tasks.embedded.stack import ENV_FILE, read_env_file
-
     settings = Settings.from_env()
     if stack_dir is not None:
         found = read_env_file(stack_dir / ENV_FILE)

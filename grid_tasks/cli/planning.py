@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import click
+from rich.console import Group
 
 from grid_tasks.cli.jobs import emit, json_option, ops_shell, rm_option
 from grid_tasks.db import repository
 from grid_tasks.ops import parse_duration, show_backfill, show_start
+from grid_tasks.ops.planning import request_kind
 from grid_tasks.ops.render import backfill_view, start_view
 
 
@@ -34,8 +36,6 @@ def showstart(request: str, rm: str | None, alternatives: int, as_json: bool) ->
     Without -r a resource request is asked of every RM (through their estimate
     tasks); a multi-request gets the broker's candidate common starts.
     """
-    from grid_tasks.ops.planning import request_kind
-
     if rm is None and request_kind(request) != "job":
         from grid_tasks.ops.gridcli import showstart_grid
 
@@ -70,6 +70,5 @@ def showbf(rm: str | None, duration: str | None, min_nodes: int | None, as_json:
                                  min_nodes=min_nodes, registry=registry)
             out[name] = [w.to_dict() for w in rows]
             views.append(backfill_view(name, rows, now))
-    from rich.console import Group
 
     emit(out, as_json, Group(*views))

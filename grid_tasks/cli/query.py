@@ -25,6 +25,8 @@ from rich.markup import escape
 from rich.table import Table
 
 from grid_tasks.legion.collection import Collection, Requester, Resource, ResourceKind
+from grid_tasks.cli.nodes import resolve_settings
+from grid_tasks.embedded.stack import ENV_FILE
 from grid_tasks.errors import ConnectivityError
 from grid_tasks.mil import MILError
 from grid_tasks.settings import Settings
@@ -72,9 +74,6 @@ def _table(found: list[Resource], total: int, hidden: int, text: str, source: st
 
 def _live_settings(stack_dir: Path | None) -> Settings | None:
     """Settings of a configured or running grid, or None if there is none."""
-    from grid_tasks.cli.nodes import resolve_settings
-    from grid_tasks.embedded.stack import ENV_FILE
-
     configured = any(k in os.environ for k in ("GRID_TASKS_REDIS_URL", "GRID_TASKS_BROKER_URL"))
     running = (stack_dir or Settings.from_env().state_dir / "embedded") / ENV_FILE
     if stack_dir is None and not configured and not running.exists():

@@ -15,6 +15,7 @@ from rich.table import Table
 
 from grid_tasks.errors import ConfigError
 from grid_tasks.faults.invariants import Outcome
+from grid_tasks.selftest.rows import rows_table
 
 
 def outcome_table(outcomes: list[Outcome]) -> Table:
@@ -102,7 +103,6 @@ def _security(attacks: tuple[str, ...], weakened: tuple[str, ...], list_only: bo
               state_dir: Path | None, as_json: bool) -> None:
     """``--security``: list, or run the attacks and print their rows; exit 1 on a miss."""
     from grid_tasks.selftest.registry import ATTACKS
-    from grid_tasks.selftest.rows import rows_table
     from grid_tasks.selftest.runner import resolve, run_attacks
 
     if list_only:

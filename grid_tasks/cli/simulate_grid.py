@@ -6,16 +6,21 @@ policies (:mod:`grid_tasks.sim.grid`) and prints a rich table or JSON.
 
 from __future__ import annotations
 
+import json
+import sys
 import time
 from contextlib import nullcontext
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+import click
 from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
+from grid_tasks.cli.simulate import _progress_bar, _specs
+from grid_tasks.errors import GridTasksError
 from grid_tasks.sim.core import load_config
 from grid_tasks.sim.grid import GRID_POLICIES, GridError, GridOptions, GridWorkload, PolicyRun, \
     load_workload, run_policy
@@ -168,14 +173,6 @@ def grid_command(grid: bool, traces: tuple[str, ...], clusters: tuple[str, ...],
                  policy: str, config: str | None, first: int | None, conventions: str,
                  skip_bad: bool, plots: str | None, unsupported: dict[str, Any]) -> None:
     """The body of ``simulate --grid`` (errors go out as JSON with ``--json``)."""
-    import json
-    import sys
-
-    import click
-
-    from grid_tasks.cli.simulate import _progress_bar, _specs
-    from grid_tasks.errors import GridTasksError
-
     show_bar = (not as_json and sys.stderr.isatty()) if progress is None else progress
     try:
         if not grid:

@@ -8,12 +8,15 @@ from pathlib import Path
 from typing import Any
 
 import click
+from celery.exceptions import TimeoutError as CeleryTimeout
 from rich.console import Console
 from rich.table import Table
 
 from grid_tasks.cli.nodes import nodes_table
 from grid_tasks.embedded.flower import FLOWER_USER
 from grid_tasks.embedded.stack import EmbeddedStack, StackOptions, stop_on_signals
+from grid_tasks.errors import ConnectivityError
+from grid_tasks.node.tasks import NODE_CHECK, check_options
 from grid_tasks.settings import Settings, default_config_file
 
 
@@ -144,11 +147,7 @@ def demo(topology: Path | None, state_dir: Path | None, heartbeat: float,
 def run_node_checks(console: Console, stack: EmbeddedStack,
                     timeout: float = 30.0) -> list[dict[str, Any]]:
     """Send a node check to every node's queue and gather the answers."""
-    from celery.exceptions import TimeoutError as CeleryTimeout
-
     from grid_tasks.celery_app import create_app
-    from grid_tasks.errors import ConnectivityError
-    from grid_tasks.node.tasks import NODE_CHECK, check_options
 
     assert stack.settings is not None
     app = create_app(stack.settings)

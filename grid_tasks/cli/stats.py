@@ -7,12 +7,17 @@ from pathlib import Path
 from typing import Any
 
 import click
+from rich.console import Group
 
+from grid_tasks.legion.tokens import TokenStore
 from grid_tasks.cli.jobs import emit, json_option, ops_shell, rm_option
 from grid_tasks.db import repository
 from grid_tasks.ops import OpsError, diagnose_jobs, diagnose_priority, parse_time, show_stats
+from grid_tasks.ops.diag_fs import diagnose_fairshare
+from grid_tasks.ops.diag_nodes import diagnose_nodes
 from grid_tasks.ops.render import diagnosis_view, priority_view
-from grid_tasks.ops.stats_history import PERIODS
+from grid_tasks.ops.render_stats import history_view, plot_history, stats_view
+from grid_tasks.ops.stats_history import PERIODS, show_history
 
 
 @click.command()
@@ -52,15 +57,10 @@ def showstats(by: str | None, rm: str | None, since: str | None, history: str | 
         if history is None:
             stats = show_stats(session, by=by, rm=rm, since=start, now=now)
         else:
-            from grid_tasks.ops.stats_history import show_history
-
             found = show_history(session, now, period=history, by=by, rm=rm, since=start)
     if history is None:
-        from grid_tasks.ops.render_stats import stats_view
-
         emit(stats.to_dict(), as_json, stats_view(stats))
         return
-    from grid_tasks.ops.render_stats import history_view, plot_history
 
     if plot is not None:
         plot_history(found, plot)
@@ -121,8 +121,6 @@ def _mode(priority: bool, jobs: bool, nodes: bool, fairshare: bool, res: bool) -
 
 
 def _priority(shell: Any, session: Any, _target: str | None, rm: str | None) -> tuple[Any, Any]:
-    from rich.console import Group
-
     now, registry = shell.now(), shell.registry()
     names = [rm] if rm else [r.name for r in repository.list_rms(session)]
     found = {n: diagnose_priority(session, n, now, registry=registry) for n in names}
@@ -136,7 +134,6 @@ def _jobs(shell: Any, session: Any, target: str | None, rm: str | None) -> tuple
 
 
 def _nodes(shell: Any, session: Any, target: str | None, rm: str | None) -> tuple[Any, Any]:
-    from grid_tasks.ops.diag_nodes import diagnose_nodes
     from grid_tasks.ops.render_diag import nodes_diag_view
 
     rows = diagnose_nodes(session, shell.now(), node=target, rm=rm, registry=shell.registry())
@@ -157,14 +154,12 @@ def _token_lookup(shell: Any) -> Any:
     """The token store's ``get``, or None when Redis does not answer."""
     if shell.registry() is None:
         return None
-    from grid_tasks.legion.tokens import TokenStore
 
     settings = shell.settings
     return TokenStore.from_url(settings.redis_url, settings=settings).get
 
 
 def _fairshare(shell: Any, session: Any, _target: str | None, rm: str | None) -> tuple[Any, Any]:
-    from grid_tasks.ops.diag_fs import diagnose_fairshare
     from grid_tasks.ops.render_diag import fairshare_view
 
     reports = diagnose_fairshare(session, shell.now(), rm=rm)

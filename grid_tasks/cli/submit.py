@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from typing import Any
 
 import click
 
+from grid_tasks.events import read_output, subscribe
+from grid_tasks.gram.errors import WaitTimeoutError
 from grid_tasks.states import JobState
 
 EPILOG = """\b
@@ -74,11 +77,6 @@ def submit(rsl: str | None, file: str | None, rm: str | None, batch: bool, strea
 
 def _follow(grid: Any, job: Any, timeout: float | None) -> Any:
     """Copy the job's output to our stdout/stderr until it ends."""
-    import time
-
-    from grid_tasks.events import read_output, subscribe
-    from grid_tasks.gram.errors import WaitTimeoutError
-
     deadline = None if timeout is None else time.monotonic() + timeout
     pubsub = subscribe(grid.redis, job.id)
     after, status = "0-0", job.status()

@@ -18,6 +18,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from grid_tasks.legion.tokens import DEFAULT_PREFIX, ScanReport, Token, TokenStore, scan
+from grid_tasks.cli.nodes import resolve_settings
 from grid_tasks.errors import NotFoundError
 
 _STACK = click.option("--stack", "stack_dir", type=click.Path(path_type=Path),
@@ -29,8 +30,6 @@ _JSON = click.option("--json", "as_json", is_flag=True, help="Print JSON for scr
 
 
 def _store(stack_dir: Path | None, prefix: str) -> TokenStore:
-    from grid_tasks.cli.nodes import resolve_settings
-
     settings = resolve_settings(stack_dir)  # TLS options of a rediss:// URL come along
     return TokenStore.from_url(settings.redis_url, prefix=prefix, settings=settings)
 

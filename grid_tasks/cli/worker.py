@@ -9,6 +9,7 @@ from typing import Any
 import click
 
 from grid_tasks.errors import ConfigError
+from grid_tasks.node import heap
 from grid_tasks.private_files import private_dir
 from grid_tasks.security.startup import check_node_account
 from grid_tasks.settings import Settings
@@ -70,7 +71,6 @@ def configured_app(settings: Settings, *, beat: bool) -> Any:
     """The worker's Celery app; with ``beat`` configured for the HA beat scheduler
     (``GRID_TASKS_BEAT_*`` lease options)."""
     from grid_tasks.celery_app import create_app
-    from grid_tasks.node import heap
 
     app = create_app(settings)
     heap.install(app)  # a worker process of its own (not an in-process test worker)

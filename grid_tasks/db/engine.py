@@ -27,6 +27,7 @@ from sqlalchemy.orm.exc import StaleDataError
 
 from grid_tasks.errors import ConnectivityError
 from grid_tasks.private_files import missing_dirs_private, private_sqlite
+from grid_tasks.settings import Settings
 
 from .errors import ConcurrentUpdateError, DatabaseError
 
@@ -48,9 +49,7 @@ def mask_url(url: str | URL) -> str:
 
 def default_url() -> str:
     """The configured database: ``GRID_TASKS_DATABASE_URL``, else a SQLite file in the state dir."""
-    from grid_tasks.settings import Settings  # settings validate the variable
-
-    return Settings.from_env().database_url
+    return Settings.from_env().database_url  # settings validate the variable
 
 
 def _parse(url: str | URL) -> URL:

@@ -8,6 +8,7 @@ values (intra-subjob messages), the rank-0s swap their partial sums
 
 from __future__ import annotations
 
+import gc
 import sys
 import time
 from pathlib import Path
@@ -16,6 +17,8 @@ from typing import Any
 from rich.console import Console
 from rich.live import Live
 from rich.table import Table
+
+from grid_tasks.client import Grid
 
 PROGRAM = '''\
 import json, os
@@ -61,8 +64,6 @@ def coalloc_table(status: Any) -> Table:
 def run_demo_coalloc(console: Console, settings: Any, workdir: Path,
                      timeout: float = 45.0) -> dict[str, Any]:
     """Run the coallocated demo job with a live state table; print each subjob's output."""
-    from grid_tasks.client import Grid
-
     program = workdir / "demo_coalloc.py"
     program.write_text(PROGRAM)
     with Grid(settings) as grid:
@@ -82,7 +83,6 @@ def run_demo_coalloc(console: Console, settings: Any, workdir: Path,
                     console.print(f"    {line}", highlight=False)
         if status.state.value != "DONE":
             console.print(f"[red]coallocated job {status.state.value}: {status.reason}[/]")
-        import gc
 
         gc.collect()  # Celery result objects unsubscribe now, while Redis is still up
         return status.to_dict()

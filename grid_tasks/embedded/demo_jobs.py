@@ -9,6 +9,8 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
+from grid_tasks.client import Grid
+
 #: (rm, RSL, what it shows) submitted by the demo, in order.
 DEMO_JOBS: tuple[tuple[str, str, str], ...] = (
     ("rmA", "&(executable=/bin/sh)(count=3)(arguments=-c 'echo rank $GRID_TASKS_RANK of "
@@ -36,8 +38,6 @@ def showq_table(statuses: list[Any], title: str) -> Table:
 
 def run_demo_jobs(console: Console, settings: Any, timeout: float = 60.0) -> list[dict[str, Any]]:
     """Submit :data:`DEMO_JOBS`, show their states live until all ended, print outputs."""
-    from grid_tasks.client import Grid
-
     with Grid(settings) as grid:
         handles = [grid.submit(rsl, rm, user="demo") for rm, rsl, _ in DEMO_JOBS]
         deadline = time.monotonic() + timeout

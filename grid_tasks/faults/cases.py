@@ -19,6 +19,7 @@ from grid_tasks.errors import GridTasksError
 from grid_tasks.faults.harness import FaultGrid, FaultTimeout, until
 from grid_tasks.faults.invariants import (Check, Outcome, OvercommitSampler, marked_processes,
                                           no_leaked_reservations, no_lost_jobs, no_orphans)
+from grid_tasks.faults.postgres import PostgresUnavailable, PrivatePostgres
 from grid_tasks.states import JobState, MauiJobState
 
 SLEEP_LONG = "&(executable=/bin/sleep)(arguments={secs})(count={count})"
@@ -188,8 +189,6 @@ class PostgresRestart(FaultCase):
 
     def run(self, fg: FaultGrid) -> Outcome:
         """On its own grid whose database is a private PostgreSQL server."""
-        from grid_tasks.faults.postgres import PostgresUnavailable, PrivatePostgres
-
         base = Path(fg.state_dir) / f"pg-{secrets.token_hex(3)}"
         try:
             self.server = PrivatePostgres().start()

@@ -10,12 +10,22 @@ import signal
 import subprocess
 import sys
 import time
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+from sqlalchemy import select
+
+from grid_tasks.broker.live import Broker
+from grid_tasks.legion.tokens import TokenInvalid, TokenStore, scan
+from grid_tasks.db import Reservation, ReservationKind, session_scope
+from grid_tasks.faults.broker_child import REQUESTER
 from grid_tasks.faults.cases import RECOVERY_BOUND, FaultCase, probe
 from grid_tasks.faults.harness import FaultGrid, FaultTimeout, until
 from grid_tasks.faults.invariants import Check
+from grid_tasks.ha.config import EMITTED_KEY, LEASE_KEY
+from grid_tasks.ha.lease import read_holder
+from grid_tasks.scheduling.grid_reservations import PRUNE_AFTER_S, SENTINEL
 from grid_tasks.security.connections import redis_client
 
 
@@ -24,9 +34,6 @@ class BeatKill(FaultCase):
     fault = "SIGKILL the active HA beat; the standby must take the lease and keep emitting"
 
     def exercise(self, fg: FaultGrid, marker: str, jobs: list[int]) -> tuple[float, str]:
-        from grid_tasks.ha.config import EMITTED_KEY, LEASE_KEY
-        from grid_tasks.ha.lease import read_holder
-
         assert fg.settings is not None
         client = redis_client(fg.settings)  # TLS and ACL as configured
         try:
@@ -86,8 +93,6 @@ class BrokerKill(FaultCase):
            "(&(executable=/bin/true)(resourceManagerContact=rmB)(label=b)(maxWallTime=1))")
 
     def exercise(self, fg: FaultGrid, marker: str, jobs: list[int]) -> tuple[float, str]:
-        from grid_tasks.legion.tokens import TokenStore
-
         assert fg.settings is not None
         store = TokenStore.from_url(fg.settings.redis_url, settings=fg.settings)
         key = f"fault-{secrets.token_hex(4)}"
@@ -142,9 +147,6 @@ class BrokerKill(FaultCase):
 
     def _fresh_enactment(self, fg: FaultGrid) -> Check:
         """Co-reserve the same request afresh (then release it): the RMs serve again."""
-        from grid_tasks.broker.live import Broker
-        from grid_tasks.faults.broker_child import REQUESTER
-
         assert fg.settings is not None
         key = f"fault-{secrets.token_hex(4)}"
         with Broker.for_settings(fg.settings, fg.grid.app, lead=self.lead,
@@ -161,10 +163,6 @@ class BrokerKill(FaultCase):
 
 def grid_rows(fg: FaultGrid, key: str) -> list[Any]:
     """The grid reservations in SQL made for the broker job ``key``."""
-    from sqlalchemy import select
-
-    from grid_tasks.db import Reservation, ReservationKind, session_scope
-
     with session_scope(fg.grid.sessions) as session:
         rows = session.scalars(select(Reservation).where(
             Reservation.kind == ReservationKind.GRID)).all()
@@ -173,13 +171,6 @@ def grid_rows(fg: FaultGrid, key: str) -> list[Any]:
 
 def _age(fg: FaultGrid, key: str) -> None:
     """Make ``key``'s grid reservations look older than the iteration's grace period."""
-    from datetime import timedelta
-
-    from sqlalchemy import select
-
-    from grid_tasks.db import Reservation, ReservationKind, session_scope
-    from grid_tasks.scheduling.grid_reservations import PRUNE_AFTER_S
-
     with session_scope(fg.grid.sessions) as session:
         for row in session.scalars(select(Reservation).where(
                 Reservation.kind == ReservationKind.GRID)):
@@ -191,8 +182,6 @@ def _lose_store(store: Any, key: str) -> Check:
     """The token store loses its state (as Redis does when restarted without data) while
     the dead broker's rows are young in SQL; wait for an RM to restore it from SQL, then
     check it revived none of them (the broker never marked them enacted)."""
-    from grid_tasks.scheduling.grid_reservations import SENTINEL
-
     client = store.client
     keys = list(client.scan_iter(match=f"{store.prefix}:*"))
     if keys:
@@ -215,8 +204,6 @@ def _tokens_of(store: Any, key: str) -> list[Any]:
 
 def _token_checks(store: Any, held: list[Any], key: str) -> list[Check]:
     """Invariant 4 (an expired token starts nothing), no token left, no overbooking."""
-    from grid_tasks.legion.tokens import TokenInvalid, scan
-
     report = scan(store)
     startable: list[str] = []
     for token in held:

@@ -19,10 +19,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
+from grid_tasks import db
 from grid_tasks.embedded.redis_server import RedisServer
 from grid_tasks.embedded.stack import grid_tasks_command, prepare_database
 from grid_tasks.embedded.supervisor import Child, Supervisor, leftover
 from grid_tasks.errors import GridTasksError
+from grid_tasks.node.registry import NodeRegistry
 from grid_tasks.private_files import private_dir
 from grid_tasks.security.role_keys import GridKeys, also_trust, ensure_grid_keys
 from grid_tasks.security.roles import Role
@@ -133,7 +135,6 @@ class FaultGrid:
             self._grid = None
         self.supervisor.stop_all(timeout=10)
         self.redis.stop()
-        from grid_tasks import db
 
         db.dispose_engines()
         return leftover(self._pids)
@@ -185,8 +186,6 @@ class FaultGrid:
         return child
 
     def wait_nodes(self, names: list[tuple[str, str]], timeout: float = 40.0) -> None:
-        from grid_tasks.node.registry import NodeRegistry
-
         assert self.settings is not None
         registry = NodeRegistry.from_url(self.settings.redis_url, self.settings.heartbeat_ttl)
         registry.wait_alive(names, timeout=timeout)

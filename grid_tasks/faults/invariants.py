@@ -17,7 +17,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import psutil
+from sqlalchemy import select
 
+from grid_tasks.db import Reservation, session_scope
+from grid_tasks.errors import NotFoundError
 from grid_tasks.faults.harness import MARKER_ENV
 from grid_tasks.gram.submission import gram_status
 
@@ -57,8 +60,6 @@ def no_orphans(marker: str) -> Check:
 
 def no_lost_jobs(grid: Any, job_ids: list[int], *, allow_queued: bool = False) -> Check:
     """Every job's SQL record exists and is terminal (or Idle when ``allow_queued``)."""
-    from grid_tasks.errors import NotFoundError
-
     bad = []
     for job_id in job_ids:
         try:
@@ -74,10 +75,6 @@ def no_lost_jobs(grid: Any, job_ids: list[int], *, allow_queued: bool = False) -
 
 def no_leaked_reservations(grid: Any, job_ids: list[int]) -> Check:
     """No SQL reservation is still bound to a finished job of the case."""
-    from sqlalchemy import select
-
-    from grid_tasks.db import Reservation, session_scope
-
     finished = {j for j in job_ids if gram_status(grid.sessions, j).terminal}
     with session_scope(grid.sessions) as session:
         rows = list(session.scalars(select(Reservation)))

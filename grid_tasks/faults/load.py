@@ -14,6 +14,11 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from sqlalchemy import func, select
+
+from grid_tasks.client import Grid
+from grid_tasks.db import get_engine, session_factory, session_scope
+from grid_tasks.db.models import AccountingRecord, Job
 from grid_tasks.errors import GridTasksError
 from grid_tasks.settings import Settings
 
@@ -53,8 +58,6 @@ class LoadResult:
 
 
 def _client(cfg: dict[str, Any]) -> None:
-    from grid_tasks.client import Grid
-
     rms = cfg["rms"]
     ids = []
     with Grid(Settings.from_env(cfg["env"])) as grid:
@@ -88,10 +91,6 @@ def run_load(settings: Settings, clients: int, per_client: int, *, rms: list[str
 
 
 def _counts(session: Any, ids: list[int]) -> dict[str, int]:
-    from sqlalchemy import func, select
-
-    from grid_tasks.db.models import AccountingRecord, Job
-
     states = dict(session.execute(select(Job.state, func.count()).where(Job.id.in_(ids))
                                   .group_by(Job.state)).all())
     records = session.execute(select(AccountingRecord.job_id, func.count())
@@ -104,8 +103,6 @@ def _counts(session: Any, ids: list[int]) -> dict[str, int]:
 
 def _wait_terminal(settings: Settings, ids: list[int], deadline: float,
                    progress: Callable[[int, int], None] | None) -> None:
-    from grid_tasks.db import get_engine, session_factory, session_scope
-
     factory = session_factory(get_engine(settings.database_url))
     while True:
         with session_scope(factory) as session:
@@ -122,8 +119,6 @@ def _wait_terminal(settings: Settings, ids: list[int], deadline: float,
 
 def _account(settings: Settings, ids: list[int], total: int, clients: int,
              submit_s: float, complete_s: float) -> LoadResult:
-    from grid_tasks.db import get_engine, session_factory, session_scope
-
     with session_scope(session_factory(get_engine(settings.database_url))) as session:
         counts = _counts(session, ids)
     return LoadResult(clients, total, submit_s, complete_s, counts["DONE"], counts["FAILED"],

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from grid_tasks.maui.allocation import ALLOCATION_POLICIES
+from grid_tasks.maui.cfg import MauiConfigError
 from grid_tasks.maui.config import CREDENTIAL_KINDS, DEFAULT_WEIGHTS, THROTTLE_KEYS, FSTarget
 from grid_tasks.maui.model import ACL
 from grid_tasks.maui.standing import StandingReservation
@@ -23,8 +24,6 @@ _WEIGHT_NAMES = {"SERVWEIGHT": "SERVICEWEIGHT"}
 
 
 def _unsupported(cfg: Any, name: str, value: object, choices: str) -> Exception:
-    from grid_tasks.maui.cfg import MauiConfigError
-
     where = cfg.where(name) or (None, None)
     return MauiConfigError(f"{name} {value} is not supported by the grid_tasks core; use {choices}",
                            source=cfg.source, line=where[0], column=where[1], key=name)

@@ -14,12 +14,20 @@ from collections.abc import Callable
 from typing import Any
 
 import redis
+from sqlalchemy import func, select
 
+from grid_tasks.legion.tokens import TokenStore
+from grid_tasks.db import get_engine, session_factory, session_scope
+from grid_tasks.db.models import Job, Reservation
 from grid_tasks.errors import GridTasksError
+from grid_tasks.ha.status import read_status
 from grid_tasks.utc import as_utc, from_epoch
 from grid_tasks.metrics.exposition import MetricFamily
 from grid_tasks.metrics.iteration import read_iterations
+from grid_tasks.node.registry import NodeRegistry
 from grid_tasks.queues import SCHEDULER_QUEUE, gatekeeper_queue, node_queue
+from grid_tasks.security.connections import redis_client
+from grid_tasks.security.refusals import KINDS, counts
 from grid_tasks.settings import Settings
 from grid_tasks.states import JobState, MauiJobState, NodeState
 from grid_tasks.topology import GridTopology, load_topology
@@ -41,8 +49,6 @@ class Sources:
         self._clients: dict[str, redis.Redis] = {}
 
     def redis(self, url: str) -> redis.Redis:
-        from grid_tasks.security.connections import redis_client  # TLS options applied
-
         if url not in self._clients:
             self._clients[url] = redis_client(self.settings, url, socket_connect_timeout=2,
                                               socket_timeout=5)
@@ -94,11 +100,6 @@ def queue_metrics(src: Sources) -> list[MetricFamily]:
 
 def job_metrics(src: Sources) -> list[MetricFamily]:
     """Jobs per RM by GRAM state and by Maui state (Idle, Running, ...), from SQL."""
-    from sqlalchemy import func, select
-
-    from grid_tasks.db import get_engine, session_factory, session_scope
-    from grid_tasks.db.models import Job
-
     with session_scope(session_factory(get_engine(src.settings.database_url))) as session:
         gram = session.execute(select(Job.rm, Job.state, func.count())
                                .group_by(Job.rm, Job.state)).all()
@@ -123,11 +124,6 @@ def _by_state(name: str, text: str, rows: Any, rms: list[str], states: Any) -> M
 
 def reservation_metrics(src: Sources, now: float) -> list[MetricFamily]:
     """Reservations not yet over, per RM, kind and phase (active now or future), from SQL."""
-    from sqlalchemy import select
-
-    from grid_tasks.db import get_engine, session_factory, session_scope
-    from grid_tasks.db.models import Reservation
-
     at = from_epoch(now)
     with session_scope(session_factory(get_engine(src.settings.database_url))) as session:
         rows = session.execute(select(Reservation.rm, Reservation.kind, Reservation.start_time)
@@ -145,8 +141,6 @@ def reservation_metrics(src: Sources, now: float) -> list[MetricFamily]:
 
 def token_metrics(src: Sources) -> list[MetricFamily]:
     """Live broker reservation tokens: held (unconfirmed, expiring) and confirmed."""
-    from grid_tasks.legion.tokens import TokenStore
-
     tokens = TokenStore(src.redis(src.settings.redis_url)).tokens()
     held = sum(1 for t in tokens if not t.confirmed)
     return [MetricFamily("grid_tasks_reservation_tokens", "gauge",
@@ -156,8 +150,6 @@ def token_metrics(src: Sources) -> list[MetricFamily]:
 
 def node_metrics(src: Sources) -> list[MetricFamily]:
     """Nodes per RM and state as the registry sees them (Unknown when silent)."""
-    from grid_tasks.node.registry import NodeRegistry
-
     registry = NodeRegistry(src.redis(src.settings.redis_url), src.settings.heartbeat_ttl)
     counts = Counter((s.rm, s.state.value) for s in registry.list_nodes(src.topology))
     fam = MetricFamily("grid_tasks_nodes", "gauge", "Nodes per resource manager and state.")
@@ -182,8 +174,6 @@ def iteration_metrics(src: Sources) -> list[MetricFamily]:
 
 def beat_metrics(src: Sources) -> list[MetricFamily]:
     """Which beat leads, how many stand by, and what each has sent."""
-    from grid_tasks.ha.status import read_status
-
     status = read_status(src.redis(src.settings.redis_url))
     leader = MetricFamily("grid_tasks_beat_leader", "gauge",
                           "1 for the beat holding the leadership lease.")
@@ -202,8 +192,6 @@ def beat_metrics(src: Sources) -> list[MetricFamily]:
 
 def refusal_metrics(src: Sources) -> list[MetricFamily]:
     """Messages the workers refused (unsigned, untrusted, wrong role ...), by reason."""
-    from grid_tasks.security.refusals import KINDS, counts
-
     seen = counts(src.redis(src.settings.redis_url))
     fam = MetricFamily("grid_tasks_messages_refused_total", "counter",
                        "Task and control messages refused by the grid's workers, by reason.")

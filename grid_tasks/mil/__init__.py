@@ -47,7 +47,7 @@ from typing import Any, Callable, Mapping, Protocol, runtime_checkable
 from .compiler import build
 from .errors import MILError
 from .interp import evaluate as _interpret
-from .nodes import Node, variables
+from .nodes import Node, depth, variables
 from .parser import MAX_DEPTH, MAX_LENGTH, parse
 from .typecheck import check
 from .unparse import unparse
@@ -77,8 +77,6 @@ class CompiledQuery(Protocol):
 
 def _tree_of(query: str | bytes | Node, source: str) -> tuple[Node, str | None]:
     if isinstance(query, Node):
-        from .nodes import depth
-
         if depth(query) > MAX_DEPTH:
             raise MILError(f"query is nested more than {MAX_DEPTH} levels deep", source=source)
         return query, None

@@ -19,6 +19,7 @@ from grid_tasks.db import repository
 from grid_tasks.maui.config import CREDENTIAL_KINDS, FSTarget
 
 from .common import check_rm, epoch, from_epoch
+from .plan import load_scheduler
 from .timefmt import iso
 
 
@@ -81,8 +82,6 @@ class FairshareReport:
 def fairshare_report(session: Session, rm: str, now: datetime, *,
                      registry: Any = None) -> FairshareReport:
     """Fairshare of every credential with usage in the windows or a configured target."""
-    from .plan import load_scheduler
-
     sched = load_scheduler(session, rm, now, registry)
     cfg, fs, t = sched.config, sched.fairshare, epoch(now)
     report = FairshareReport(rm, now, cfg.fs_policy.value, cfg.fs_interval, cfg.fs_depth,

@@ -17,6 +17,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from grid_tasks.db import Node
+from grid_tasks.errors import GridTasksError
 from grid_tasks.states import NodeState
 
 from .common import check_rm
@@ -74,7 +75,6 @@ def diagnose_nodes(session: Session, now: datetime, *, node: str | None = None,
 def _statuses(registry: Any, names: list[tuple[str, str]]) -> dict[tuple[str, str], Any] | None:
     if registry is None or not names:
         return None if registry is None else {}
-    from grid_tasks.errors import GridTasksError
 
     try:
         return {(s.rm, s.node): s for s in registry.statuses(names)}

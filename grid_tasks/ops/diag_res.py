@@ -25,6 +25,7 @@ from sqlalchemy.orm import Session
 from grid_tasks.legion.collection import enacted
 from grid_tasks.db import Job, Reservation, ReservationKind, repository
 from grid_tasks.errors import NotFoundError
+from grid_tasks.scheduling.grid_reservations import mirror_ids
 from grid_tasks.states import JobState
 
 from .common import check_rm, epoch
@@ -140,8 +141,6 @@ def _own_problems(d: ResDiagnosis, res: Reservation, now: datetime) -> None:
 def _mirror_state(res: Reservation, tokens: TokenLookup) -> str:
     """``restored`` when the token store mirrors ``res`` from SQL (after a Redis loss,
     enacted rows only), else ``missing``."""
-    from grid_tasks.scheduling.grid_reservations import mirror_ids
-
     ids = mirror_ids(res)
     try:
         mirrored = tokens(ids[0]) if ids and enacted(res) else None

@@ -13,6 +13,9 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from grid_tasks.db import ConcurrentUpdateError, Job, Reservation, repository
+from grid_tasks.db.models import CoallocatedJob
+from grid_tasks.duroc.records import coalloc_status, parse_job_ref
+from grid_tasks.errors import NotFoundError
 from grid_tasks.gram.errors import JobFinishedError
 from grid_tasks.states import JobState
 
@@ -141,10 +144,6 @@ def check_coalloc(session: Session, ident: str | int,
 
     A pure read: unlike ``Grid.subjob_states`` it never settles the job's fate.
     """
-    from grid_tasks.db.models import CoallocatedJob
-    from grid_tasks.duroc.records import coalloc_status, parse_job_ref
-    from grid_tasks.errors import NotFoundError
-
     job_id = parse_job_ref(ident)
     row = session.get(CoallocatedJob, job_id)
     if row is None:

@@ -13,7 +13,9 @@ from sqlalchemy.orm import Session, selectinload
 
 from grid_tasks.db import Job, Node
 from grid_tasks.db.models import CoallocatedJob, Subjob
-from grid_tasks.duroc.records import CoallocStatus, coalloc_status
+from grid_tasks.duroc.records import CoallocStatus, coalloc_status, store_id
+from grid_tasks.duroc.store import CoordinationStore
+from grid_tasks.errors import GridTasksError
 from grid_tasks.states import JobState
 
 from .common import Section, check_rm, finished_ids, section_of, state_word
@@ -108,10 +110,6 @@ Entries = Callable[[int], dict[int, Any]]
 def barrier_entries(settings: Any) -> Entries:
     """An :data:`Entries` reading the grid's coordination store; every failure to reach
     it (Redis down, job purged) reads as "unknown" so showq still works from SQL."""
-    from grid_tasks.duroc.records import store_id
-    from grid_tasks.duroc.store import CoordinationStore
-    from grid_tasks.errors import GridTasksError
-
     holder: dict[str, Any] = {}
 
     def entries(job_id: int) -> dict[int, Any]:

@@ -7,6 +7,7 @@ from typing import Any
 
 from rich.console import Group
 from rich.table import Table
+from rich.text import Text
 
 from .stats import CredentialStats, Stats
 from .stats_history import History
@@ -68,7 +69,6 @@ def history_view(h: History) -> Group:
                           _f(util), format_duration(row.mean_wait), _f(row.mean_xfactor),
                           _f(row.max_xfactor), end_section=row is p.total)
     capacity = ", ".join(f"{rm} {n}" for rm, n in sorted(h.capacity.items())) or "none"
-    from rich.text import Text
 
     return Group(table, Text(f"processors configured: {capacity}"))
 

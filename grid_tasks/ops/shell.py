@@ -8,10 +8,16 @@ from contextlib import contextmanager
 from datetime import datetime, timezone
 from typing import Any
 
+from kombu.exceptions import OperationalError
+from redis.exceptions import RedisError
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.orm import Session
 
+from grid_tasks.db import get_engine, migrate, session_factory, session_scope
+from grid_tasks.db.errors import DatabaseError
+from grid_tasks.effects import trigger_iteration
 from grid_tasks.errors import GridTasksError
+from grid_tasks.node.registry import NodeRegistry
 from grid_tasks.settings import Settings
 
 _migrated: set[str] = set()
@@ -32,9 +38,6 @@ class OpsShell:
     @contextmanager
     def session(self) -> Iterator[Session]:
         """One transaction on the grid's database (schema brought up to date first)."""
-        from grid_tasks.db import get_engine, migrate, session_factory, session_scope
-        from grid_tasks.db.errors import DatabaseError
-
         url = self.settings.database_url
         if url not in _migrated:
             migrate(url)  # idempotent; a fresh state dir just shows an empty grid
@@ -48,10 +51,6 @@ class OpsShell:
 
     def registry(self) -> Any | None:
         """The node heartbeat registry, or None when Redis cannot be reached."""
-        from redis.exceptions import RedisError
-
-        from grid_tasks.node.registry import NodeRegistry
-
         try:
             registry = NodeRegistry.from_settings(self.settings)  # TLS options too
             registry.client.ping()
@@ -61,11 +60,6 @@ class OpsShell:
 
     def trigger(self, rm: str) -> bool:
         """Ask for an iteration of ``rm`` now; False (and no error) when Redis is down."""
-        from kombu.exceptions import OperationalError
-        from redis.exceptions import RedisError
-
-        from grid_tasks.scheduling import trigger_iteration
-
         grid = self.grid()
         try:
             trigger_iteration(grid.app, rm, client=grid.redis)

@@ -24,6 +24,7 @@ from grid_tasks.db.repository import accounting_filter
 from grid_tasks.states import JobState
 
 from .common import ACTIVE_GRAM, check_rm
+from .diag_fs import diagnose_fairshare
 from .timefmt import OpsError, iso
 
 #: showstats grouping -> accounting/job attribute
@@ -166,8 +167,6 @@ def add_fairshare(session: Session, rows: list[CredentialStats], kind: str,
                   rm: str | None, now: datetime) -> None:
     """Each row's decayed fairshare usage and target on every RM (or ``rm``) whose
     FSPOLICY is set, from the RM's Maui core as loaded from SQL."""
-    from .diag_fs import diagnose_fairshare
-
     for report in diagnose_fairshare(session, now, rm=rm):
         if not report.enabled:
             continue

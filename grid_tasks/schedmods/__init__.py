@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING
 
+from grid_tasks.maui import SchedulerConfig
 from grid_tasks.maui.modules import MODULES, SchedModule, build_modules
 from grid_tasks.schedmods.context import (
     ModuleContext,
@@ -47,7 +48,6 @@ from grid_tasks.schedmods.profiler import (
 )
 
 if TYPE_CHECKING:  # pragma: no cover
-    from grid_tasks.maui import SchedulerConfig
     from grid_tasks.maui.cfg import MauiConfig
 
 #: The modules of this package, by maui.cfg name.
@@ -75,8 +75,6 @@ def scheduler_parts(cfg: "MauiConfig", context: ModuleContext) -> tuple["Schedul
     Pass both to :class:`~grid_tasks.maui.Scheduler`; the names stay out of the config
     so the core does not build a second, context-less copy of each module.
     """
-    from grid_tasks.maui import SchedulerConfig
-
     config = dataclasses.replace(SchedulerConfig.from_maui_config(cfg), modules=())
     return config, load_modules(cfg, context)
 

@@ -18,9 +18,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+
+from grid_tasks.db import get_engine, session_factory
+from grid_tasks.maui.cfg import parse_maui_config
+from grid_tasks.security.connections import redis_client
+from grid_tasks.settings import Settings
+
 if TYPE_CHECKING:  # pragma: no cover
     from grid_tasks.maui.cfg import MauiConfig
-    from grid_tasks.settings import Settings
 
 
 @dataclass(frozen=True)
@@ -72,12 +79,6 @@ class ModuleContext:
                       config: "MauiConfig | None" = None,
                       thresholds: ProfilerThresholds | None = None) -> "ModuleContext":
         """A context on ``settings``: its state dir, database and Redis (short timeouts)."""
-        from redis.backoff import NoBackoff
-        from redis.retry import Retry
-
-        from grid_tasks.db import get_engine, session_factory
-        from grid_tasks.security.connections import redis_client
-
         limits = thresholds or ProfilerThresholds()
         # the one builder: ACL user from the URL, TLS options for rediss://
         client = redis_client(
@@ -92,7 +93,6 @@ class ModuleContext:
         """The maui.cfg in force: the given one, else Maui's defaults."""
         if self.config is not None:
             return self.config
-        from grid_tasks.maui.cfg import parse_maui_config
 
         return parse_maui_config("", source="<defaults>")
 
@@ -128,7 +128,5 @@ def current_context() -> ModuleContext:
     global _default
     with _default_lock:
         if _default is None:
-            from grid_tasks.settings import Settings
-
             _default = ModuleContext.from_settings(Settings.from_env())
         return _default

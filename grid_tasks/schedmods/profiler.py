@@ -18,6 +18,8 @@ from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Protocol
 
+from sqlalchemy import text
+
 from grid_tasks.maui.model import IterationResult
 from grid_tasks.maui.modules import SchedModule, register_module
 from grid_tasks.schedmods.context import ModuleContext, ProfilerThresholds, current_context
@@ -167,8 +169,6 @@ class DatabaseCheck:
     sessions: Callable[[], Any]
 
     def _ping(self) -> None:
-        from sqlalchemy import text
-
         session = self.sessions()
         try:
             session.execute(text("SELECT 1"))

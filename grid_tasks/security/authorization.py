@@ -22,11 +22,13 @@ sure only trusted hosts can claim one.
 from __future__ import annotations
 
 import getpass
+import os
 import socket
 import threading
 from pathlib import Path
 from typing import Any
 
+from grid_tasks.security.errors import Unauthorized
 from grid_tasks.security.gridmap import GridMap, LocalAccount
 
 _lock = threading.Lock()
@@ -75,8 +77,6 @@ def check_owner(settings: Any, owner: str | None, identity: str | None, what: st
     """Only ``what``'s owner, as verified (``identity``), may change it when a grid map
     says who is who; a one-user grid (no grid map) lets anyone trusted.  Unauthorized
     naming both otherwise (the gatekeepers' and the DUROC door's one rule)."""
-    from grid_tasks.security.errors import Unauthorized
-
     if gridmap_for(settings) is not None and identity != owner:
         raise Unauthorized(f"{what} belongs to {owner!r}, not to "
                            f"{identity or 'an unverified requester'!r}",
@@ -88,7 +88,5 @@ def local_identity() -> str:
     try:
         user = getpass.getuser()
     except (KeyError, OSError):
-        import os
-
         user = f"uid{os.getuid()}"
     return f"{user}@{socket.getfqdn()}"

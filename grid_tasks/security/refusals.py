@@ -6,7 +6,8 @@ node's report its own records do not vouch for (``bad_report``).  Each refusal i
 logged once, as one line naming the queue, the signer and the reason (no
 traceback: an attacker must not be able to flood the logs with them), and counted
 in the coordination store's hash :data:`REFUSED_KEY`, field = reason kind, which
-``grid-tasks metrics`` exports as ``grid_tasks_messages_refused_total``.
+``grid-tasks metrics`` exports as ``grid_tasks_messages_refused_total``, and per queue
+(:func:`queue_key`), so a check can tell whose refusal it was.
 """
 
 from __future__ import annotations
@@ -45,8 +46,13 @@ def refuse(app: Any, *, queue: str | None, signer: str | None, reason: str,
     """Log one line for a refused message and count it (counting never raises)."""
     log.warning("refused message on queue %s from %s%s: %s", queue or "?",
                 signer or "an unknown signer", f" for {task}" if task else "", reason)
+    kind = reason_kind(reason)
     try:
-        _client(app).hincrby(REFUSED_KEY, reason_kind(reason), 1)
+        pipe = _client(app).pipeline(transaction=False)
+        pipe.hincrby(REFUSED_KEY, kind, 1)
+        if queue:
+            pipe.hincrby(queue_key(queue), kind, 1)
+        pipe.execute()
     except Exception as exc:  # Redis down: the log line is the record
         log.debug("refusal not counted: %s", exc)
 
@@ -60,7 +66,12 @@ def _client(app: Any) -> Any:
         return found
 
 
-def counts(client: Any) -> dict[str, int]:
-    """Refusals so far, by reason kind."""
-    raw = client.hgetall(REFUSED_KEY) or {}
+def queue_key(queue: str) -> str:
+    """The hash counting the refusals of messages taken from ``queue``."""
+    return f"{REFUSED_KEY}:queue:{queue}"
+
+
+def counts(client: Any, queue: str | None = None) -> dict[str, int]:
+    """Refusals so far, by reason kind (of ``queue`` alone, when given)."""
+    raw = client.hgetall(REFUSED_KEY if queue is None else queue_key(queue)) or {}
     return {(k.decode() if isinstance(k, bytes) else k): int(v) for k, v in raw.items()}

@@ -22,6 +22,7 @@ with one key, not both.
 
 from __future__ import annotations
 
+import datetime as dt
 import functools
 from typing import Any
 
@@ -166,8 +167,6 @@ def setup_signing(app: Any, signing: SigningSettings) -> bool:
 def _check_own_certificate(signing: SigningSettings) -> None:
     """This process's certificate must be current and its key's: ConfigError naming its
     subject otherwise (every peer would refuse what it signs)."""
-    import datetime as dt
-
     assert signing.key is not None and signing.cert is not None
     try:
         info = describe(signing.cert)

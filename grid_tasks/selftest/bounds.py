@@ -11,6 +11,7 @@ import time
 from typing import TYPE_CHECKING
 
 from grid_tasks.gram.door import SUBMIT, ask
+from grid_tasks.rsl.errors import RSLError
 from grid_tasks.security.roles import Role
 from grid_tasks.selftest.rows import Attack
 
@@ -37,8 +38,6 @@ class RslDoubling(Attack):
     expected = f"refused with RSL_EVALUATION_FAILED within {BOUND_S:g} s"
 
     def perform(self, target: "Target") -> tuple[bool, str]:
-        from grid_tasks.rsl.errors import RSLError
-
         rsl = doubling_rsl()
         started = time.monotonic()
         try:  # the gatekeeper itself, skipping the client's own evaluation of the RSL

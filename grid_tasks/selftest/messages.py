@@ -35,13 +35,13 @@ class _ForgedLaunch(Attack):
         settings = target.fg.settings
         body = launch_body(settings, target.forged_job_id(), marker,
                            rm=RM, node=NODE, task=self.body_task)
-        before = target.refusals()
+        before = target.refusals(QUEUE)  # this node's own: others refuse things too
         if self.signer is None:
             push(settings.broker_url, QUEUE, LAUNCH, body, signed=False)
         else:
             message = sealed(target.fg.keys.for_role(self.signer), body)
             push(settings.broker_url, QUEUE, LAUNCH, message, signed=True)
-        counted = target.await_refusal(self.kind, before, also=marker.exists)
+        counted = target.await_refusal(self.kind, before, also=marker.exists, queue=QUEUE)
         time.sleep(0.3)  # a launch that got through would have touched it by now
         if marker.exists():
             return False, f"the launch RAN: {marker.name} created"

@@ -7,6 +7,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
+from grid_tasks.db import repository, session_scope
 from grid_tasks.effects import RECORD_REPORTS
 from grid_tasks.gram.report_sender import FINISHED
 from grid_tasks.selftest.forge import push, sealed, task_body
@@ -48,8 +49,6 @@ class NodeRewritesJob(Attack):
 
 def _row(target: "Target", job_id: int) -> tuple[Any, ...]:
     """The columns of a job a rewritten end would change."""
-    from grid_tasks.db import repository, session_scope
-
     with session_scope(target.fg.grid.sessions) as session:
         row = repository.get_job(session, job_id)
         return (row.state, row.exit_code, row.failure_reason, row.version)

@@ -10,7 +10,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sqlalchemy import func, select
 
+
+from grid_tasks.db import session_scope
+from grid_tasks.db.models import Job as JobRow
 from grid_tasks.faults.harness import FaultGrid
 from grid_tasks.security.connections import redis_client
 from grid_tasks.security.keys import KeyPaths
@@ -43,21 +47,22 @@ class Target:
         folder.mkdir(mode=0o700, exist_ok=True)
         return folder / f"{name}-{secrets.token_hex(3)}"
 
-    def refusals(self) -> dict[str, int]:
-        """Refused messages so far, by reason kind (the grid's own count)."""
+    def refusals(self, queue: str | None = None) -> dict[str, int]:
+        """Refused messages so far, by reason kind (the grid's own count; of ``queue``
+        alone, when given)."""
         client = redis_client(self.fg.settings, self.fg.settings.redis_url)
         try:
-            return counts(client)
+            return counts(client, queue)
         finally:
             client.close()
 
     def await_refusal(self, kind: str, before: dict[str, int], *, also: Any = None,
-                      timeout: float = REACTION_S) -> bool:
-        """Wait until a refusal of ``kind`` is counted past ``before`` (True), or ``also()``
-        turns true, or ``timeout`` passes (False)."""
+                      timeout: float = REACTION_S, queue: str | None = None) -> bool:
+        """Wait until a refusal of ``kind`` (on ``queue``, when given) is counted past
+        ``before`` (True), or ``also()`` turns true, or ``timeout`` passes (False)."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if self.refusals().get(kind, 0) > before.get(kind, 0):
+            if self.refusals(queue).get(kind, 0) > before.get(kind, 0):
                 return True
             if also is not None and also():
                 return False
@@ -66,10 +71,5 @@ class Target:
 
     def job_count(self) -> int:
         """How many jobs SQL holds."""
-        from sqlalchemy import func, select
-
-        from grid_tasks.db import session_scope
-        from grid_tasks.db.models import Job as JobRow
-
         with session_scope(self.fg.grid.sessions) as session:
             return int(session.execute(select(func.count()).select_from(JobRow)).scalar_one())

@@ -53,6 +53,7 @@ import numpy as np
 from grid_tasks.errors import GridTasksError
 from grid_tasks.maui import SchedulerConfig
 from grid_tasks.sim.conventions import SimJob, get_convention
+from grid_tasks.sim.core import new_scheduler, to_core_job
 from grid_tasks.sim.engine import Engine
 from grid_tasks.sim.metrics import BSLD_THRESHOLD
 from grid_tasks.sim.replay import ClusterSpec, _trace_name
@@ -312,8 +313,6 @@ class GridSim:
     def add_cluster(self, name: str, physical: str, procs: int,
                     jobs: Sequence[SimJob] = ()) -> None:
         """A core of ``procs`` processors fed by ``jobs`` (too-wide ones are refused)."""
-        from grid_tasks.sim.core import new_scheduler
-
         fitting = [j for j in jobs if j.procs <= procs]
         self.refused_local += len(jobs) - len(fitting)
         self.physical[name] = physical
@@ -321,8 +320,6 @@ class GridSim:
                                 self._to_core_job, fitting)
 
     def _to_core_job(self, job: SimJob) -> Any:
-        from grid_tasks.sim.core import to_core_job
-
         core = to_core_job(job)
         owner = self.owner.get(job.id)
         if owner is not None:

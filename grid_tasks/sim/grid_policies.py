@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from grid_tasks.broker.planner import Need, Schedule, maui_estimator, plan
+from grid_tasks.broker.planner import Need, Placement, Schedule, maui_estimator, plan
 from grid_tasks.maui import ACL, Job, ReservationRefused
 from grid_tasks.sim.grid import GRID_POLICIES, GridError, GridJob, GridOptions, GridSim
 
@@ -187,8 +187,6 @@ class LeastLoadedPolicy(MetaPolicy):
 
 
 def _now_schedule(gjob: GridJob, pair: tuple[str, str], now: float) -> Schedule:
-    from grid_tasks.broker.planner import Placement
-
     return Schedule(now, tuple(Placement(i, c, now, float(gjob.estimate), ((c, p),))
                                for i, (c, p) in enumerate(zip(pair, gjob.sizes()))))
 

@@ -18,7 +18,7 @@ from grid_tasks.gram.binding import ReservationBindingError
 from grid_tasks.gram.records import Outbox
 from grid_tasks.gram.submission import build_job
 from grid_tasks.maui import Job
-from grid_tasks.ops.plan import load_plan
+from grid_tasks.scheduling.plan import load_plan
 from grid_tasks.rsl import lower
 from grid_tasks.states import JobState
 from grid_tasks.topology import load_topology

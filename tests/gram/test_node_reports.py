@@ -134,5 +134,7 @@ def test_forged_and_foreign_reports_are_refused_and_change_nothing(signed_grid, 
     store = redis.Redis.from_url(settings.redis_url)
     try:
         assert counts(store) == {"bad_report": 3, "role": 1}
+        assert counts(store, QUEUE) == {"bad_report": 3, "role": 1}  # all were QUEUE's
+        assert counts(store, "node.rmA.node1") == {}
     finally:
         store.close()
