@@ -17,7 +17,7 @@ from typing import Any
 
 from grid_tasks.broker.grid_jobs import coallocate
 from grid_tasks.duroc.client import CoallocClient
-from grid_tasks.duroc.control_rows import DEFAULT_BARRIER_TIMEOUT_S
+from grid_tasks.duroc.door import DEFAULT_BARRIER_TIMEOUT_S
 from grid_tasks.duroc.handle import CoallocHandle
 from grid_tasks.errors import ConfigError, GridTasksError, NotFoundError
 from grid_tasks.events import iter_output, next_event, subscribe

@@ -129,3 +129,20 @@ def test_cancel_rules_and_output(grid):
     assert job.output() == "hello\n" and job.output("stderr") == "oops\n"
     with pytest.raises(grid_tasks.GridTasksError, match="stdout or stderr"):
         job.output("stdlog")
+
+
+def test_an_application_needs_no_database(grid, settings):
+    """Everything an application does goes through the door and Redis: with a database
+    URL that leads nowhere it submits, follows, reads the history, waits and cancels."""
+    nowhere = settings.replace(database_url="postgresql+psycopg://nobody@127.0.0.1:1/none")
+    with Grid(nowhere) as app:
+        job = app.submit("&(executable=/bin/true)(count=2)", rm="rmB")
+        assert app.job(job.contact).status().state is JobState.PENDING
+        assert app.job(str(job.id)).rm == "rmB"  # by id alone: the scheduler answers
+        assert [h.to_state for h in job.history()] == [JobState.PENDING]
+        with pytest.raises(WaitTimeoutError):
+            job.wait(timeout=0.2)
+        assert app.cancel(job.contact).state is JobState.FAILED
+        with pytest.raises(NotFoundError):
+            app.status(98765)
+        assert app.services._sessions is None  # never made: no engine, no connection

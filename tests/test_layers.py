@@ -8,6 +8,8 @@ task modules and the operators' tools on top and the pure core (``rsl``, ``mil``
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -105,3 +107,12 @@ def test_type_only_imports_are_not_edges():
                "if TYPE_CHECKING:\n    from grid_tasks.b import B\n",
                "grid_tasks.b": "from grid_tasks.a import x\n"}
     assert cycles(edges(sources, "grid_tasks")) == []
+
+
+def test_an_application_loads_no_database_layer():
+    """The client asks the gatekeepers and the scheduler; it never loads SQLAlchemy."""
+    code = ("import sys, grid_tasks.client; "
+            "print(sorted(m for m in ('sqlalchemy', 'alembic') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, cwd=ROOT.parent).stdout.strip()
+    assert out == "[]"

@@ -46,11 +46,9 @@ from grid_tasks.broker.holds import RmHolds
 from grid_tasks.broker.placement import Component, PlacementError, components
 from grid_tasks.broker.planner import Placement, Schedule, plan
 from grid_tasks.broker.remote import DEFAULT_TIMEOUT_S, RemoteRMs, requester_dict
-from grid_tasks.db import get_engine, session_factory, session_scope
+from grid_tasks.broker.enactment import RemoteEnactment, Unrecorded
 from grid_tasks.legion.tokens import TokenStore
 from grid_tasks.rsl import lower
-from grid_tasks.scheduling.grid_reservations import ensure_restored
-from grid_tasks.scheduling.rm_service import mark_enacted
 
 __all__ = ["Broker", "Planned", "new_job_key"]
 
@@ -92,23 +90,26 @@ class Broker:
                  collection: Collection | Callable[[], Collection], *,
                  timeout: float = DEFAULT_TIMEOUT_S, policy: str = "earliest",
                  limit: int = 8, lead: float = DEFAULT_LEAD_S, ttl: float | None = None,
-                 fetch: Fetcher | None = None, rounds: int = 2, sessions: Any = None) -> None:
+                 fetch: Fetcher | None = None, rounds: int = 2,
+                 enactment: Unrecorded | None = None) -> None:
         self.app, self.store = app, store
-        # SQL session factory to mark enacted reservations; None: not marked (then they
-        # are not restored after a Redis loss: only for brokers without a database)
-        self.sessions = sessions
         self._collection = collection
         self.remote = RemoteRMs(app, timeout=timeout)
+        # who marks a confirmed co-reservation enacted (:mod:`.enactment`); by default
+        # nobody (a broker without a grid's database behind it)
+        self.enactment = enactment or Unrecorded()
         self.policy, self.limit, self.lead, self.ttl = policy, int(limit), float(lead), ttl
         self.rounds = int(rounds)
         self._fetch = fetch
 
     @classmethod
     def for_settings(cls, settings: Any, app: Any, **options: Any) -> "Broker":
-        """A broker on the grid of ``settings``: its Redis token store, live collection."""
+        """A broker on the grid of ``settings``: its Redis token store, live collection;
+        its enactments recorded by the RMs (no database needed here)."""
         store = TokenStore.from_url(settings.redis_url, settings=settings)
-        options.setdefault("sessions", session_factory(get_engine(settings.database_url)))
-        return cls(app, store, lambda: Collection.live_from_settings(settings), **options)
+        broker = cls(app, store, lambda: Collection.live_from_settings(settings), **options)
+        broker.enactment = RemoteEnactment(broker.remote)
+        return broker
 
     def close(self) -> None:
         """Close the token store's Redis connections."""
@@ -221,11 +222,8 @@ class Broker:
         a mark on rows whose tokens die unconfirmed would revive them after a Redis loss).
         On failure everything is released: an unmarked part would be lost, and pruned,
         at the next Redis restart."""
-        if self.sessions is None:
-            return
         try:
-            with session_scope(self.sessions) as session:
-                marked = mark_enacted(session, [(p.rm, p.name, p.token) for p in parts])
+            marked = self.enactment.mark(parts)
             reason = "" if marked == len(parts) else \
                 f"{len(parts) - marked} of {len(parts)} grid reservations are gone"
         except Exception as exc:  # noqa: BLE001 - any failure: undo, then say why
@@ -257,15 +255,11 @@ class Broker:
         """Register the capacity of every node a schedule claims that the store lacks
         (a fresh token store); existing capacities are left as they are.
 
-        With a database, a store that lost its state is first restored from SQL (the
-        durable reservations mirrored back): capacities alone would let this broker
-        take tokens over reservations the store no longer shows."""
-        if self.sessions is not None:
-            try:
-                with session_scope(self.sessions) as session:
-                    ensure_restored(self.store, session, now)
-            except Exception as exc:  # noqa: BLE001 - the RMs' reserve still vetoes
-                log.warning("token store not restored from SQL before enacting: %s", exc)
+        A store that lost its state is first restored from SQL (the durable
+        reservations mirrored back; :mod:`.enactment`): capacities alone would let
+        this broker take tokens over reservations the store no longer shows."""
+        self.enactment.restore(self.store, now, sorted({p.rm for s in schedules
+                                                        for p in s.placements}))
         wanted = {f"{p.rm}/{n}" for s in schedules for p in s.placements for n, _ in p.nodes}
         have = self.store.capacities()
         missing = wanted - set(have)

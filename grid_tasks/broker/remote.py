@@ -28,6 +28,8 @@ log = logging.getLogger(__name__)
 ESTIMATE = "grid_tasks.broker.rm_tasks.estimate"
 RESERVE = "grid_tasks.broker.rm_tasks.reserve"
 RELEASE = "grid_tasks.broker.rm_tasks.release"
+MARK_ENACTED = "grid_tasks.broker.rm_tasks.mark_enacted"
+RESTORE_TOKENS = "grid_tasks.broker.rm_tasks.restore_tokens"
 
 #: Seconds a batch of RM calls may take before the missing answers count as timed out.
 DEFAULT_TIMEOUT_S = 10.0
@@ -130,6 +132,23 @@ class RemoteRMs:
                             "it once its token is gone", kw.get("name"), kw.get("rm"),
                             outcome.reason())
         return outcomes
+
+
+    def mark_enacted(self, parts: Sequence[tuple[str, str, str]]) -> int:
+        """Have each RM mark its parts ``(rm, name, token)`` enacted; how many are (a
+        failed RM counts none of its parts)."""
+        by_rm: dict[str, list[list[str]]] = {}
+        for rm, name, token in parts:
+            by_rm.setdefault(rm, []).append([name, token])
+        outcomes = self.call_all(MARK_ENACTED, [{"rm": rm, "parts": named}
+                                                for rm, named in sorted(by_rm.items())])
+        return sum(int(o.value) for o in outcomes if o.ok)
+
+    def restore_tokens(self, rm: str) -> bool:
+        """Have ``rm``'s scheduler restore the grid's token store from SQL if it lost its
+        state; False when it did not answer (or another process is restoring it)."""
+        (outcome,) = self.call_all(RESTORE_TOKENS, [{"rm": rm}])
+        return bool(outcome.ok and outcome.value)
 
 
 def _starts(rm: str, answer: Any) -> list[tuple[float, dict[str, int]]]:

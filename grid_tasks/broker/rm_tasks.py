@@ -31,20 +31,18 @@ from typing import Any
 
 from celery import shared_task
 
+from grid_tasks.broker.remote import ESTIMATE, MARK_ENACTED, RELEASE, RESERVE, RESTORE_TOKENS
 from grid_tasks.db import session_scope
 from grid_tasks.effects import trigger_iteration
 from grid_tasks.errors import GridTasksError
 from grid_tasks.legion.refusals import ReservationRefused
 from grid_tasks.node.registry import NodeRegistry
 from grid_tasks.scheduling import rm_service
-from grid_tasks.scheduling.grid_reservations import mirror_ids, token_store
+from grid_tasks.scheduling.grid_reservations import ensure_restored, mirror_ids, token_store
 from grid_tasks.services import Services, services_for
 
 log = logging.getLogger(__name__)
 
-ESTIMATE = "grid_tasks.broker.rm_tasks.estimate"
-RESERVE = "grid_tasks.broker.rm_tasks.reserve"
-RELEASE = "grid_tasks.broker.rm_tasks.release"
 
 
 def _context(app: Any) -> tuple[Services, NodeRegistry]:
@@ -101,3 +99,22 @@ def release(self: Any, *, rm: str, name: str, token: str | None = None) -> bool:
     if deleted:
         trigger_iteration(self.app, rm, client=services.redis)
     return deleted
+
+
+@shared_task(name=MARK_ENACTED, bind=True)
+def mark_enacted(self: Any, *, rm: str, parts: list[list[str]]) -> int:
+    """A broker confirmed these grid reservations' tokens: mark ``parts`` (name, token)
+    of ``rm`` enacted in SQL; how many are marked now."""
+    services = services_for(self.app)
+    with session_scope(services.sessions) as session:
+        return rm_service.mark_enacted(session, [(rm, str(name), str(token))
+                                                 for name, token in parts])
+
+
+@shared_task(name=RESTORE_TOKENS, bind=True)
+def restore_tokens(self: Any, *, rm: str) -> bool:
+    """Restore the grid's token store from SQL if it lost its state (a broker about to
+    enact asks first); False while another process restores it."""
+    services = services_for(self.app)
+    with session_scope(services.sessions) as session:
+        return ensure_restored(token_store(services.redis), session, services.clock.time())

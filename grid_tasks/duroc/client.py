@@ -12,13 +12,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from grid_tasks.duroc.control_door import (
-    ADD_SUBJOBS, CANCEL, DELETE_SUBJOB, RELEASE_BARRIER, REQUEST, STATUS, login,
+from grid_tasks.duroc.door import (
+    ADD_SUBJOBS, CANCEL, DEFAULT_BARRIER_TIMEOUT_S, DELETE_SUBJOB, RELEASE_BARRIER, REQUEST,
+    STATUS, login,
 )
-from grid_tasks.duroc.control_rows import DEFAULT_BARRIER_TIMEOUT_S
-from grid_tasks.duroc.control_rows import labels as labels_for
+from grid_tasks.duroc.door import labels as labels_for
 from grid_tasks.duroc.errors import CoallocRequestError
-from grid_tasks.duroc.records import CoallocStatus, parse_job_ref, store_id
+from grid_tasks.duroc.status import CoallocStatus, parse_job_ref, store_id
 from grid_tasks.duroc.store import CoordinationStore
 from grid_tasks.duroc.waiting import wait_for_end
 from grid_tasks.gram.door import DEFAULT_TIMEOUT_S, ask

@@ -37,7 +37,8 @@ from grid_tasks.duroc.control_rows import (
     detach as _detach, insert_coallocation, labels as _labels, link_subjob,
     retrying as _retrying, submission_facts,
 )
-from grid_tasks.duroc.control_door import SUBMIT_SUBJOB, DoorService
+from grid_tasks.duroc.control_door import DoorService
+from grid_tasks.duroc.door import SUBMIT_SUBJOB
 from grid_tasks.duroc.control_structure import StructureChanges
 from grid_tasks.duroc.control_watch import HeaderSteps
 from grid_tasks.duroc.errors import CoallocFinishedError, CoallocRequestError

@@ -13,28 +13,16 @@ do for GRAM).
 
 from __future__ import annotations
 
-import getpass
 from typing import Any
 
 from grid_tasks.db import session_scope
 from grid_tasks.duroc.control_rows import coalloc_row
+from grid_tasks.duroc.door import login
 from grid_tasks.duroc.records import parse_job_ref
 from grid_tasks.rsl import lower
 from grid_tasks.security.authorization import check_owner, gridmap_for
 from grid_tasks.security.errors import Unauthorized
 from grid_tasks.services import Services
-
-#: The door's requests, served by the scheduler worker (:mod:`grid_tasks.duroc.tasks`).
-REQUEST = "grid_tasks.duroc.tasks.request"
-ADD_SUBJOBS = "grid_tasks.duroc.tasks.add_subjobs"
-DELETE_SUBJOB = "grid_tasks.duroc.tasks.delete_subjob"
-RELEASE_BARRIER = "grid_tasks.duroc.tasks.release_barrier"
-CANCEL = "grid_tasks.duroc.tasks.cancel"
-#: A status query: the job's snapshot (settling its fate when it is due).
-STATUS = "grid_tasks.duroc.tasks.status"
-#: A no-barrier subjob's submission, which the scheduler asks of the subjob's gatekeeper.
-SUBMIT_SUBJOB = "grid_tasks.duroc.tasks.submit_subjob"
-
 
 class DoorService:
     """The scheduler worker's side of the door; the Coallocator provides the rest."""
@@ -87,8 +75,3 @@ class DoorService:
                                "in its grid map: this one carries no verified identity")
         for rm in sorted({s.rm_contact for s in subs if s.rm_contact}):
             gridmap.authorize(who, rm, account)
-
-
-def login() -> str:
-    """This process's user: who an unsigned grid takes the requester to be."""
-    return getpass.getuser()

@@ -13,13 +13,14 @@ from sqlalchemy import bindparam, insert, select, update
 from grid_tasks.db import ConcurrentUpdateError
 from grid_tasks.db.models import CoallocatedJob, Subjob
 from grid_tasks.db.models.base import table_row
+# re-exported: what both sides of the door check
+from grid_tasks.duroc.door import DEFAULT_BARRIER_TIMEOUT_S, labels  # noqa: F401
 from grid_tasks.duroc.errors import CoallocFinishedError, CoallocRequestError
 from grid_tasks.errors import NotFoundError
 from grid_tasks.gram.submission import check_fits
 from grid_tasks.states import JobState
 
 #: Seconds a coallocated job may wait for its barrier before it fails (DUROC has none).
-DEFAULT_BARRIER_TIMEOUT_S = 300.0
 
 #: Per coallocated job: how often each header task was delivered (``<address>:runs``),
 #: how often as a redelivery of an unacknowledged message (``<address>:redelivered``:
@@ -155,17 +156,6 @@ def link_subjob(session: Any, job_id: int, address: int, gram_id: int) -> None:
         "state": JobState.PENDING}).rowcount
     if done != 1:
         raise CoallocFinishedError(f"coallocated job {job_id} has no subjob {address} any more")
-
-
-def labels(subs: list[Any], taken: set[str]) -> list[str]:
-    """Each component's label (``subjobN`` when none), refusing duplicates."""
-    labels: list[str] = []
-    for sub in subs:
-        label = sub.label or f"subjob{len(taken) + len(labels)}"
-        if label in taken or label in labels:
-            raise CoallocRequestError(f"duplicate subjob label {label!r} in the multi-request")
-        labels.append(label)
-    return labels
 
 
 def check_rms(session: Any, subs: list[Any]) -> None:

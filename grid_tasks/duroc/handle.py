@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from grid_tasks.duroc.records import CoallocStatus, SubjobStatus
+from grid_tasks.duroc.status import CoallocStatus, SubjobStatus
 
 
 class CoallocHandle:

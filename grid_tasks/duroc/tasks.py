@@ -24,7 +24,7 @@ from celery import shared_task
 
 from grid_tasks.db.models.jobs import BarrierState as SqlBarrier
 from grid_tasks.duroc.control import Coallocator
-from grid_tasks.duroc.control_door import (
+from grid_tasks.duroc.door import (
     ADD_SUBJOBS, CANCEL, DELETE_SUBJOB, RELEASE_BARRIER, REQUEST, STATUS, SUBMIT_SUBJOB,
 )
 from grid_tasks.effects import FAILED, RELEASE, SETTLE, WATCH

@@ -247,8 +247,6 @@ def mark_enacted(session: Session, parts: Iterable[tuple[str, str, str]]) -> int
     Idempotent; returns how many of ``parts`` are marked now (a part whose row is gone,
     or holds another token, is not counted).
     """
-
-
     wanted = {(str(rm), str(name)): str(token) for rm, name, token in parts}
     if not wanted:
         return 0

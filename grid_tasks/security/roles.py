@@ -80,6 +80,8 @@ TASK_ROLES: dict[str, frozenset[Role]] = {
     "grid_tasks.broker.rm_tasks.estimate": frozenset({Role.USER, Role.SCHEDULER}),
     "grid_tasks.broker.rm_tasks.reserve": frozenset({Role.USER, Role.SCHEDULER}),
     "grid_tasks.broker.rm_tasks.release": frozenset({Role.USER, Role.SCHEDULER}),
+    "grid_tasks.broker.rm_tasks.mark_enacted": frozenset({Role.USER, Role.SCHEDULER}),
+    "grid_tasks.broker.rm_tasks.restore_tokens": frozenset({Role.USER, Role.SCHEDULER}),
     # Celery's own chord machinery: only the scheduler starts chords (the DUROC door)
     "celery.chord_unlock": _SERVICES,
     "celery.accumulate": _SERVICES,

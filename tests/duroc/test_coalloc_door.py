@@ -54,11 +54,15 @@ class DoorGrid:
         self.fg, self.account, self.work, self.keys = fg, account, work, keys
 
     @contextmanager
-    def client(self, who: str) -> Iterator[Grid]:
-        """A Grid signing as ``who`` ("alice", "mallory" or "grid": the grid's own user)."""
+    def client(self, who: str, *, database: bool = True) -> Iterator[Grid]:
+        """A Grid signing as ``who`` ("alice", "mallory" or "grid": the grid's own user);
+        without ``database`` its database URL leads nowhere (an application's)."""
         paths = self.keys[who]
         signing = SigningSettings(True, paths.key, paths.cert, paths.cert_store)
-        grid = Grid(self.fg.settings.replace(signing=signing, gridmap_file=None))
+        settings = self.fg.settings.replace(signing=signing, gridmap_file=None)
+        if not database:
+            settings = settings.replace(database_url="postgresql+psycopg://x@127.0.0.1:1/x")
+        grid = Grid(settings)
         try:
             yield grid
         finally:
@@ -105,11 +109,13 @@ def test_alices_job_runs_to_done_owned_by_her_verified_subject(door_grid):
     dg = door_grid
     rsl = "+" + dg.component("rmA", "left", "/bin/true", "no-barrier") + \
         dg.component("rmB", "right", "/bin/true", "no-barrier")
-    with dg.client("alice") as grid:
+    with dg.client("alice", database=False) as grid:  # an application: no database
         job = grid.job_request(rsl, barrier_timeout=60, user=dg.account)
         final = job.wait(timeout=90)
         assert final.state is JobState.DONE, final
-        head, gram = _rows(grid, job.id)
+        assert grid.coalloc(job.contact).status().state is JobState.DONE
+        assert grid.services._sessions is None
+    head, gram = _rows(dg.fg.grid, job.id)  # the operator's view
     assert head == (ALICE, JobState.DONE)
     # the scheduler vouched for alice at each gatekeeper: the subjobs are hers, run as
     # the account her grid-map entry names

@@ -43,7 +43,7 @@ def test_the_door_is_the_scheduler_queue_and_users_may_knock(settings):
     """A coallocated job spans RMs: its requests go to the scheduler queue, users may
     send them; what the scheduler then does on their behalf stays its own."""
     from grid_tasks import effects as tasks
-    from grid_tasks.duroc.control_door import SUBMIT_SUBJOB
+    from grid_tasks.duroc.door import SUBMIT_SUBJOB
     from grid_tasks.security.roles import Role, roles_for
 
     app = create_app(settings)
