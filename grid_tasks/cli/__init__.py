@@ -1,8 +1,9 @@
 """The ``grid-tasks`` command line.
 
 Subcommands live in their own modules and are imported only when used, so
-``grid-tasks --help`` stays fast and one broken optional dependency cannot take
-the whole CLI down.  Register a command by adding it to ``COMMANDS``.
+``grid-tasks --help`` stays fast (it lists them from ``COMMANDS``, importing
+none) and one broken optional dependency cannot take the whole CLI down.
+Register a command by adding it to ``COMMANDS`` with its short help.
 """
 
 from __future__ import annotations
