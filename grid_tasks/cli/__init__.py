@@ -228,16 +228,6 @@ class LazyGroup(click.Group):
             return None  # command not built yet
         return COMMANDS[name][1]
 
-
-def _shorten(text: str, limit: int) -> str:
-    """Truncate a short help to LIMIT columns as click's ``get_short_help_str`` does."""
-    if len(text) <= limit:
-        return text
-    if limit < len("..."):
-        return "..."
-    return textwrap.shorten(text, limit, placeholder="...", break_on_hyphens=False)
-
-
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
@@ -246,6 +236,15 @@ def _shorten(text: str, limit: int) -> str:
                 raise
             report_error(exc)
             ctx.exit(1)
+
+
+def _shorten(text: str, limit: int) -> str:
+    """Truncate a short help to LIMIT columns as click's ``get_short_help_str`` does."""
+    if len(text) <= limit:
+        return text
+    if limit < len("..."):
+        return "..."
+    return textwrap.shorten(text, limit, placeholder="...", break_on_hyphens=False)
 
 
 def report_error(exc: GridTasksError) -> None:
