@@ -18,7 +18,7 @@ def _python(code: str) -> str:
     """Run CODE in a fresh interpreter on this checkout; its stdout."""
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          check=True, env=env).stdout
+                          check=True, env=env, cwd=REPO_ROOT).stdout
 
 
 def _commands() -> dict[str, click.Command]:
