@@ -14,7 +14,10 @@ import redis
 from rich.console import Console
 from rich.table import Table
 
+from grid_tasks.celery_app import check_connectivity, create_app
 from grid_tasks.errors import ConfigError, ConnectivityError
+from grid_tasks.ha.config import SCHEDULER_CLASS, BeatOptions, beat_config
+from grid_tasks.ha.status import read_status
 from grid_tasks.security.connections import redis_client
 from grid_tasks.settings import Settings
 
@@ -42,8 +45,6 @@ def beat_argv(loglevel: str, extra: tuple[str, ...] = ()) -> list[str]:
     The loop interval comes from ``beat_max_loop_interval`` (lease / 3) in the
     app's configuration: celery's ``--max-interval`` takes whole seconds only.
     """
-    from grid_tasks.ha.config import SCHEDULER_CLASS
-
     return ["beat", "-S", SCHEDULER_CLASS, "-l", loglevel, *extra]
 
 
@@ -89,12 +90,8 @@ def beat(lease: float | None, poll: float | None, name: str | None, include: tup
     if show_status:
         _show_status(settings, as_json)
         return
-    from grid_tasks.ha.config import BeatOptions, beat_config
-
     options = BeatOptions.from_env(lease=lease, poll=poll, identity=name).with_identity()
     static = load_includes(include)
-    from grid_tasks.celery_app import check_connectivity, create_app
-
     if check:
         check_connectivity(settings)
     app = create_app(settings)
@@ -104,8 +101,6 @@ def beat(lease: float | None, poll: float | None, name: str | None, include: tup
 
 
 def _show_status(settings: Settings, as_json: bool) -> None:
-    from grid_tasks.ha.status import read_status
-
     client = redis_client(settings, settings.redis_url, socket_connect_timeout=3)
     try:
         status = read_status(client)

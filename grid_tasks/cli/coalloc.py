@@ -10,6 +10,7 @@ from rich.console import Console
 from rich.table import Table
 
 from grid_tasks.cli.submit import _read_rsl
+from grid_tasks.client import Grid
 
 EPILOG = """\b
 Examples:
@@ -25,8 +26,6 @@ Examples:
 
 
 def _grid() -> Any:
-    from grid_tasks.client import Grid
-
     return Grid()
 
 

@@ -18,11 +18,13 @@ from rich.table import Table
 from grid_tasks.errors import GridTasksError
 from grid_tasks.security.config import CERT_FILE, KEY_FILE, KEYS_DIR, STORE_DIR
 from grid_tasks.security.errors import GridMapError
+from grid_tasks.security.gridmap import GridMap
 from grid_tasks.security.keys import (
     check_key_matches, describe, init_keys, store_certificates, trust,
 )
 from grid_tasks.security.role_keys import ensure_grid_keys, init_role_key
 from grid_tasks.security.roles import Role
+from grid_tasks.security.trust import slash_subject
 from grid_tasks.settings import Settings
 from grid_tasks.topology import load_topology
 
@@ -47,8 +49,6 @@ def _default_name(role: Role) -> str:
 
 def _slash_subject(cert: Path) -> str:
     """The certificate's subject as grid maps write it (``/O=grid_tasks/OU=node/CN=..``)."""
-    from grid_tasks.security.trust import slash_subject
-
     return slash_subject(x509.load_pem_x509_certificate(cert.read_bytes()).subject)
 
 
@@ -219,8 +219,6 @@ def gridmap() -> None:
 
 
 def _load(path: Path | None) -> Any:
-    from grid_tasks.security.gridmap import GridMap
-
     if path is None:
         path = Settings.from_env().gridmap_file
         if path is None:

@@ -10,6 +10,9 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from grid_tasks.metrics.collect import collect
+from grid_tasks.metrics.exposition import format_value
+from grid_tasks.metrics.server import MetricsServer
 from grid_tasks.settings import Settings
 
 
@@ -43,8 +46,6 @@ _topology = click.option("--topology", type=click.Path(path_type=Path),
 @_topology
 def serve(port: int, host: str, topology: Path | None) -> None:
     """Serve /metrics in the Prometheus text format until Ctrl-C."""
-    from grid_tasks.metrics.server import MetricsServer
-
     server = MetricsServer(_settings(topology), host, port)
     click.echo(f"serving {server.url} (Ctrl-C stops)")
     try:
@@ -60,9 +61,6 @@ def serve(port: int, host: str, topology: Path | None) -> None:
 @_topology
 def show(as_json: bool, topology: Path | None) -> None:
     """Collect every metric once and print it."""
-    from grid_tasks.metrics.collect import collect
-    from grid_tasks.metrics.exposition import format_value
-
     families = collect(_settings(topology))
     if as_json:
         click.echo(json.dumps([f.to_dict() for f in families], indent=2))

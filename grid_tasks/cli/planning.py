@@ -8,6 +8,7 @@ from rich.console import Group
 from grid_tasks.cli.jobs import emit, json_option, ops_shell, rm_option
 from grid_tasks.db import repository
 from grid_tasks.ops import parse_duration, show_backfill, show_start
+from grid_tasks.ops.gridcli import showstart_grid
 from grid_tasks.ops.planning import request_kind
 from grid_tasks.ops.render import backfill_view, start_view
 
@@ -37,8 +38,6 @@ def showstart(request: str, rm: str | None, alternatives: int, as_json: bool) ->
     tasks); a multi-request gets the broker's candidate common starts.
     """
     if rm is None and request_kind(request) != "job":
-        from grid_tasks.ops.gridcli import showstart_grid
-
         with ops_shell() as shell:
             data, view = showstart_grid(shell, request, alternatives)
         emit(data, as_json, view)

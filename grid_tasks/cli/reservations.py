@@ -16,6 +16,7 @@ from grid_tasks.ops import (
     OpsError, parse_duration, parse_time, reservation_rms, show_reservations,
 )
 from grid_tasks.reservation_tasks import RELEASE_RESERVATIONS, SET_RESERVATION
+from grid_tasks.ops.gridcli import releaseres_grid, setres_grid, showres_grid
 from grid_tasks.ops.render import reservations_view
 
 
@@ -106,8 +107,6 @@ def setres(rm: str | None, users: tuple[str, ...], groups: tuple[str, ...],
 def _setres_grid(rm: str | None, acl_options: tuple[Any, ...], start: str, end: str | None,
                  duration: str | None, name: str | None, spec: str, as_json: bool) -> None:
     """setres --grid (logic in grid_tasks.ops.gridcli)."""
-    from grid_tasks.ops.gridcli import setres_grid
-
     if rm is not None or any(acl_options):
         raise OpsError("setres --grid takes no --rm, ACL or -r option: the broker places "
                        "the parts, and each admits only the job bound to it")
@@ -131,8 +130,6 @@ def showres(rm: str | None, per_node: bool, grid: bool, as_json: bool) -> None:
     """List reservations: administrative (setres), grid (broker) and job reservations,
     including the one every running job holds until its walltime ends."""
     if grid:
-        from grid_tasks.ops.gridcli import showres_grid
-
         with ops_shell() as shell:
             data, view = showres_grid(shell)
         emit(data, as_json, view)
@@ -153,8 +150,6 @@ def releaseres(names: tuple[str, ...], rm: str | None, grid: bool, as_json: bool
     """Release administrative reservations by name; their resources become free and the
     RM's scheduler iterates.  All names are checked first: one unknown name releases none."""
     if grid:
-        from grid_tasks.ops.gridcli import releaseres_grid
-
         with ops_shell() as shell:
             data, text = releaseres_grid(shell, names)
         click.echo(json.dumps(data, indent=2) if as_json else text)

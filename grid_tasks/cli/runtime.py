@@ -131,7 +131,7 @@ def structure(timeout: float | None, as_json: bool) -> None:
 
 
 def _structure_table(group: InterSubjobStructure) -> Any:
-    from rich.table import Table
+    from rich.table import Table  # only the table needs rich: keep calls quick
 
     table = Table(title=f"inter-subjob group (local address {group.local_address})")
     for col in ("address", "label", "size", "start type", "local"):

@@ -15,7 +15,11 @@ from rich.table import Table
 
 from grid_tasks.errors import ConfigError
 from grid_tasks.faults.invariants import Outcome
+from grid_tasks.faults.registry import CASES
+from grid_tasks.faults.runner import resolve as resolve_cases, run_cases
+from grid_tasks.selftest.registry import ATTACKS
 from grid_tasks.selftest.rows import rows_table
+from grid_tasks.selftest.runner import resolve as resolve_attacks, run_attacks
 
 
 def outcome_table(outcomes: list[Outcome]) -> Table:
@@ -85,9 +89,6 @@ def selftest(faults: bool, security: bool, cases: tuple[str, ...], attacks: tupl
     if security:
         _security(attacks, weakened, list_only, state_dir, as_json)
         return
-    from grid_tasks.faults.registry import CASES
-    from grid_tasks.faults.runner import resolve, run_cases
-
     if list_only:
         for name, case in CASES.items():
             click.echo(f"{name}: {case.fault}")
@@ -95,21 +96,18 @@ def selftest(faults: bool, security: bool, cases: tuple[str, ...], attacks: tupl
     if not faults:
         raise ConfigError("nothing to test: give --faults or --security (or --list)",
                           source="selftest")
-    _run_and_report("case", resolve(cases), partial(run_cases, state_dir=state_dir),
+    _run_and_report("case", resolve_cases(cases), partial(run_cases, state_dir=state_dir),
                     lambda o: f"{o.case}: {'ok' if o.ok else 'FAILED'}", outcome_table, as_json)
 
 
 def _security(attacks: tuple[str, ...], weakened: tuple[str, ...], list_only: bool,
               state_dir: Path | None, as_json: bool) -> None:
     """``--security``: list, or run the attacks and print their rows; exit 1 on a miss."""
-    from grid_tasks.selftest.registry import ATTACKS
-    from grid_tasks.selftest.runner import resolve, run_attacks
-
     if list_only:
         for name, attack in ATTACKS.items():
             click.echo(f"{name}: {attack.expected}")
         return
-    _run_and_report("attack", resolve(attacks),
+    _run_and_report("attack", resolve_attacks(attacks),
                     partial(run_attacks, state_dir=state_dir, weakened=weakened),
                     lambda r: f"{r.attack}: {r.verdict}", rows_table, as_json)
 

@@ -282,7 +282,7 @@ def simulate(traces: tuple[str, ...], clusters: tuple[str, ...], policy: str, co
       grid-tasks simulate --grid KTH.swf.gz SDSC-SP2.swf.gz --first 5000 --plots out/
     """
     if grid or any(v is not None for v in grid_opts.values()):
-        from grid_tasks.cli.simulate_grid import grid_command
+        from grid_tasks.cli.simulate_grid import grid_command  # circular: it imports this module
 
         grid_command(grid, traces, clusters, procs, grid_opts, as_json=as_json, progress=progress,
                      policy=policy, config=config, first=first, conventions=conventions,

@@ -12,7 +12,10 @@ from celery.exceptions import TimeoutError as CeleryTimeout
 from rich.console import Console
 from rich.table import Table
 
+from grid_tasks.celery_app import create_app
 from grid_tasks.cli.nodes import nodes_table
+from grid_tasks.embedded.demo_coalloc import run_demo_coalloc
+from grid_tasks.embedded.demo_jobs import run_demo_jobs
 from grid_tasks.embedded.flower import FLOWER_USER
 from grid_tasks.embedded.stack import EmbeddedStack, StackOptions, stop_on_signals
 from grid_tasks.errors import ConnectivityError
@@ -126,11 +129,7 @@ def demo(topology: Path | None, state_dir: Path | None, heartbeat: float,
             console.print(nodes_table(stack.registry().list_nodes(stack.topology), time.time(),
                                       title=f"grid up in {time.monotonic() - started:.1f} s"))
             results = run_node_checks(console, stack)
-            from grid_tasks.embedded.demo_jobs import run_demo_jobs
-
             run_demo_jobs(console, stack.settings)
-            from grid_tasks.embedded.demo_coalloc import run_demo_coalloc
-
             coalloc = run_demo_coalloc(console, stack.settings, stack.state_dir)
         finally:
             with console.status("stopping the grid..."):
@@ -147,8 +146,6 @@ def demo(topology: Path | None, state_dir: Path | None, heartbeat: float,
 def run_node_checks(console: Console, stack: EmbeddedStack,
                     timeout: float = 30.0) -> list[dict[str, Any]]:
     """Send a node check to every node's queue and gather the answers."""
-    from grid_tasks.celery_app import create_app
-
     assert stack.settings is not None
     app = create_app(stack.settings)
     sent = [(rm, node, app.send_task(NODE_CHECK, **check_options(rm, node)))

@@ -15,7 +15,9 @@ from grid_tasks.db import repository
 from grid_tasks.ops import OpsError, diagnose_jobs, diagnose_priority, parse_time, show_stats
 from grid_tasks.ops.diag_fs import diagnose_fairshare
 from grid_tasks.ops.diag_nodes import diagnose_nodes
+from grid_tasks.ops.diag_res import diagnose_reservations
 from grid_tasks.ops.render import diagnosis_view, priority_view
+from grid_tasks.ops.render_diag import fairshare_view, nodes_diag_view, res_diag_view
 from grid_tasks.ops.render_stats import history_view, plot_history, stats_view
 from grid_tasks.ops.stats_history import PERIODS, show_history
 
@@ -134,17 +136,12 @@ def _jobs(shell: Any, session: Any, target: str | None, rm: str | None) -> tuple
 
 
 def _nodes(shell: Any, session: Any, target: str | None, rm: str | None) -> tuple[Any, Any]:
-    from grid_tasks.ops.render_diag import nodes_diag_view
-
     rows = diagnose_nodes(session, shell.now(), node=target, rm=rm, registry=shell.registry())
     return [d.to_dict() for d in rows], nodes_diag_view(rows)
 
 
 def _reservations(shell: Any, session: Any, target: str | None,
                   rm: str | None) -> tuple[Any, Any]:
-    from grid_tasks.ops.diag_res import diagnose_reservations
-    from grid_tasks.ops.render_diag import res_diag_view
-
     now = shell.now()
     rows = diagnose_reservations(session, now, name=target, rm=rm, tokens=_token_lookup(shell))
     return [d.to_dict(now) for d in rows], res_diag_view(rows, now)
@@ -160,8 +157,6 @@ def _token_lookup(shell: Any) -> Any:
 
 
 def _fairshare(shell: Any, session: Any, _target: str | None, rm: str | None) -> tuple[Any, Any]:
-    from grid_tasks.ops.render_diag import fairshare_view
-
     reports = diagnose_fairshare(session, shell.now(), rm=rm)
     return [r.to_dict() for r in reports], fairshare_view(reports)
 

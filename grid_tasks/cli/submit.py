@@ -9,6 +9,7 @@ from typing import Any
 
 import click
 
+from grid_tasks.client import Grid
 from grid_tasks.events import read_output, subscribe
 from grid_tasks.gram.errors import WaitTimeoutError
 from grid_tasks.states import JobState
@@ -56,8 +57,6 @@ def submit(rsl: str | None, file: str | None, rm: str | None, batch: bool, strea
     (1 if it FAILED).  Bad RSL, an unknown RM or a job that can never run are
     refused before anything is queued.
     """
-    from grid_tasks.client import Grid
-
     text, source = _read_rsl(rsl, file)
     grid = Grid()
     try:

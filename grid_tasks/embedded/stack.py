@@ -30,6 +30,8 @@ from grid_tasks.embedded.flower import FLOWER_USER, flower_argv, flower_env, flo
 from grid_tasks.embedded.redis_server import RedisServer, free_port
 from grid_tasks.embedded.supervisor import Supervisor
 from grid_tasks.errors import GridTasksError
+from grid_tasks.ha.launch import beat_commands
+from grid_tasks.metrics.server import start_metrics_server
 from grid_tasks.node.registry import NodeRegistry, NodeStatus
 from grid_tasks.private_files import open_private, private_dir
 from grid_tasks.security.config import SigningSettings
@@ -228,14 +230,10 @@ class EmbeddedStack:
     def _spawn_beats(self) -> None:
         """Two HA beats (one leads through a Redis lease, one stands by), never a beat
         embedded in the scheduler worker beside them."""
-        from grid_tasks.ha.launch import beat_commands
-
         for name, argv in beat_commands(2, loglevel=self.options.loglevel):
             self.supervisor.spawn(name, argv, env=self.child_env())
 
     def _start_metrics(self) -> None:
-        from grid_tasks.metrics.server import start_metrics_server
-
         assert self.settings is not None
         self.metrics = start_metrics_server(self.settings, port=free_port())
 
@@ -306,7 +304,7 @@ def grid_tasks_command(*args: str) -> list[str]:
 def prepare_database(settings: Settings, topology: GridTopology) -> bool:
     """Migrate the database and sync the topology into it, if the db package is there."""
     try:
-        from grid_tasks import db
+        from grid_tasks import db  # optional here: a build may leave the db package out
     except ImportError:
         return False
     private_dir(settings.state_dir)

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from grid_tasks import db
+from grid_tasks.client import Grid
 from grid_tasks.embedded.redis_server import RedisServer
 from grid_tasks.embedded.stack import grid_tasks_command, prepare_database
 from grid_tasks.embedded.supervisor import Child, Supervisor, leftover
@@ -231,8 +232,6 @@ class FaultGrid:
     def grid(self) -> Any:
         """A :class:`grid_tasks.client.Grid` on this grid (made lazily, closed at stop)."""
         if self._grid is None:
-            from grid_tasks.client import Grid
-
             self._grid = Grid(self.settings)
         return self._grid
 

@@ -13,6 +13,7 @@ from redis.exceptions import RedisError
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.orm import Session
 
+from grid_tasks.client import Grid
 from grid_tasks.db import get_engine, migrate, session_factory, session_scope
 from grid_tasks.db.errors import DatabaseError
 from grid_tasks.effects import trigger_iteration
@@ -70,8 +71,6 @@ class OpsShell:
     def grid(self) -> Any:
         """The Python API (``grid_tasks.client.Grid``) on the same settings."""
         if self._grid is None:
-            from grid_tasks.client import Grid
-
             self._grid = Grid(self.settings)
         return self._grid
 
