@@ -18,7 +18,8 @@ from pathlib import Path
 
 from grid_tasks.broker.planner import Need, maui_estimator, plan
 from grid_tasks.maui import Job, Node, Scheduler, SchedulerConfig
-from grid_tasks.sim.grid import GRID_POLICIES, GridOptions, load_workload, run_policy
+from grid_tasks.sim.grid import GRID_POLICIES, GridOptions, load_workload
+from grid_tasks.sim.grid_policies import run_policy
 from grid_tasks.sim.replay import ClusterSpec, Replay
 
 WORKLOADS = Path(__file__).resolve().parents[1] / ".." / "shared" / "workloads"

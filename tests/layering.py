@@ -43,8 +43,10 @@ def edges(sources: Mapping[str, str], package: str) -> list[Edge]:
         for node, local in _imports(tree):
             for target in _targets(node, name, is_package):
                 owner = _owner(target, sources)
-                # every module imports the root package: an edge to it says nothing
-                if owner and owner not in (name, package) and owner.startswith(package):
+                # every module imports its ancestor packages (the root's lazy API too):
+                # an edge to one says nothing
+                if owner and owner != name and not name.startswith(owner + ".") \
+                        and owner != package and owner.startswith(package):
                     found.setdefault((name, owner, node.lineno),
                                      Edge(name, owner, node.lineno, local))
     return list(found.values())

@@ -13,13 +13,15 @@ from typing import Any
 
 import click
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import Progress
 
+from grid_tasks.cli.simulate_grid import grid_command
+from grid_tasks.cli.simulate_input import cluster_specs, progress_bar
 from grid_tasks.errors import GridTasksError
 from grid_tasks.sim.conventions import CONVENTIONS
 from grid_tasks.sim.core import POLICIES
 from grid_tasks.sim.metrics import write_jobs
-from grid_tasks.sim.replay import ClusterSpec, Replay, ReplayError, ReplayResult, parse_cluster_arg
+from grid_tasks.sim.replay import ClusterSpec, Replay, ReplayError, ReplayResult
 from grid_tasks.sim.report import Column, columns_for, groups_table, summary_table
 
 _DURATION = re.compile(r"^\s*(-?\d+(?:\.\d+)?)\s*([smhd]?)\s*$")
@@ -59,16 +61,6 @@ class Run:
         return out
 
 
-def _specs(traces: tuple[str, ...], clusters: tuple[str, ...], procs: int | None) -> list[ClusterSpec]:
-    specs = [ClusterSpec(t) for t in traces] + [parse_cluster_arg(c) for c in clusters]
-    if not specs:
-        raise ReplayError("give a TRACE (or --cluster TRACE[:P]); see grid-tasks simulate --help")
-    for spec in specs:
-        if spec.procs is None:
-            spec.procs = procs
-    return specs
-
-
 def _policies(policy: str, config: str | None, compare: str | None) -> list[tuple[str | None, str | None]]:
     """(preset, config file) pairs to run; a --compare item may also be a maui.cfg path."""
     if not compare:
@@ -89,14 +81,6 @@ def _policies(policy: str, config: str | None, compare: str | None) -> list[tupl
     if not out:
         raise ReplayError("--compare: no policy given")
     return out
-
-
-def _progress_bar(enabled: bool) -> Progress | None:
-    if not enabled:
-        return None
-    return Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                    TextColumn("jobs"), TimeElapsedColumn(),
-                    console=Console(stderr=True), transient=True)
 
 
 def _replay(specs: list[ClusterSpec], preset: str | None, config: str | None, opts: dict[str, Any],
@@ -282,8 +266,6 @@ def simulate(traces: tuple[str, ...], clusters: tuple[str, ...], policy: str, co
       grid-tasks simulate --grid KTH.swf.gz SDSC-SP2.swf.gz --first 5000 --plots out/
     """
     if grid or any(v is not None for v in grid_opts.values()):
-        from grid_tasks.cli.simulate_grid import grid_command  # circular: it imports this module
-
         grid_command(grid, traces, clusters, procs, grid_opts, as_json=as_json, progress=progress,
                      policy=policy, config=config, first=first, conventions=conventions,
                      skip_bad=skip_bad, plots=plots,
@@ -295,8 +277,8 @@ def simulate(traces: tuple[str, ...], clusters: tuple[str, ...], policy: str, co
             "window": parse_window(gantt) if gantt else None}
     show_bar = (not as_json and sys.stderr.isatty()) if progress is None else progress
     try:
-        specs = _specs(traces, clusters, procs)
-        bar = _progress_bar(show_bar)
+        specs = cluster_specs(traces, clusters, procs)
+        bar = progress_bar(show_bar)
         runs: list[Run] = []
         with bar if bar is not None else nullcontext():
             for preset, cfg in _policies(policy.lower(), config, compare):

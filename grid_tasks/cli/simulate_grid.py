@@ -19,11 +19,12 @@ from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
-from grid_tasks.cli.simulate import _progress_bar, _specs
+from grid_tasks.cli.simulate_input import cluster_specs, progress_bar
 from grid_tasks.errors import GridTasksError
 from grid_tasks.sim.core import load_config
 from grid_tasks.sim.grid import GRID_POLICIES, GridError, GridOptions, GridWorkload, PolicyRun, \
-    load_workload, run_policy
+    load_workload
+from grid_tasks.sim.grid_policies import run_policy
 from grid_tasks.sim.replay import ClusterSpec
 from grid_tasks.sim.report import fmt_seconds
 
@@ -182,10 +183,10 @@ def grid_command(grid: bool, traces: tuple[str, ...], clusters: tuple[str, ...],
         if clash:
             raise GridError(f"{', '.join(clash)} cannot be combined with --grid")
         options, policies = _options(grid_opts)
-        result = run_grid(_specs(traces, clusters, procs), options, policies,
+        result = run_grid(cluster_specs(traces, clusters, procs), options, policies,
                           core_policy=None if config else policy, config=config, first=first,
                           conventions=conventions, skip_bad=skip_bad,
-                          bar=_progress_bar(show_bar))
+                          bar=progress_bar(show_bar))
         written = write_plots(result, plots) if plots else []
     except GridTasksError as exc:
         if not as_json:

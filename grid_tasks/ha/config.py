@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from grid_tasks.errors import ConfigError
+from grid_tasks.security.config import is_tls_url
 from grid_tasks.settings import PREFIX, Settings
 
 #: Every key of the HA beat (redbeat's schedule and ours) lives under this prefix.
@@ -109,8 +110,6 @@ def _seconds(env: Mapping[str, str], name: str, default: float | None) -> float 
 
 def beat_config(settings: Settings, options: BeatOptions) -> dict[str, Any]:
     """Celery configuration that makes ``celery beat`` the HA scheduler for ``settings``."""
-    from grid_tasks.security.config import is_tls_url
-
     tls = settings.redis_tls.redis_kwargs() if is_tls_url(settings.redis_url) else None
     return {
         "beat_scheduler": SCHEDULER_CLASS,

@@ -27,6 +27,8 @@ from redbeat.schedulers import RedBeatScheduler, get_redis
 
 from grid_tasks.ha.config import EMITTED_KEY, LEASE_KEY, MEMBERS_KEY, BeatOptions
 from grid_tasks.ha.lease import Lease
+from grid_tasks.security.connections import redis_client
+from grid_tasks.settings import app_settings
 
 log = logging.getLogger("grid_tasks.ha.beat")
 #: A member not seen for this many leases is forgotten.
@@ -144,10 +146,7 @@ class HABeatScheduler(RedBeatScheduler):
         """Give the lease up on a clean stop, so the standby leads within one poll."""
         # celery beat calls this from its SIGTERM handler, which may interrupt a Redis
         # call holding the shared pool's lock: a fresh client cannot deadlock on it.
-        from grid_tasks.security.connections import redis_client
-        from grid_tasks.settings import Settings
-
-        settings = getattr(self.app, "grid_settings", None) or Settings.from_env()
+        settings = app_settings(self.app)
         client = redis_client(settings, self.app.redbeat_conf.redis_url, socket_timeout=2,
                               socket_connect_timeout=2)
         try:

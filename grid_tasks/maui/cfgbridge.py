@@ -6,7 +6,9 @@ from typing import Any
 
 from grid_tasks.maui.allocation import ALLOCATION_POLICIES
 from grid_tasks.maui.cfg import MauiConfigError
-from grid_tasks.maui.config import CREDENTIAL_KINDS, DEFAULT_WEIGHTS, THROTTLE_KEYS, FSTarget
+from grid_tasks.maui.config import (
+    CREDENTIAL_KINDS, DEFAULT_WEIGHTS, THROTTLE_KEYS, FSTarget, SchedulerConfig,
+)
 from grid_tasks.maui.model import ACL
 from grid_tasks.maui.standing import StandingReservation
 
@@ -78,6 +80,11 @@ def _standing(cfg: Any) -> dict[str, StandingReservation]:
 def _availability(table: dict[str, str]) -> str:
     """The policy for processors: ``POLICY:PROCS`` if given, else the default one."""
     return table.get("PROCS") or table.get("DEFAULT") or "COMBINED"
+
+
+def scheduler_config(cfg: Any) -> SchedulerConfig:
+    """The :class:`SchedulerConfig` of a parsed ``grid_tasks.maui.cfg.MauiConfig``."""
+    return SchedulerConfig(**config_kwargs(cfg))
 
 
 def config_kwargs(cfg: Any) -> dict[str, Any]:

@@ -155,13 +155,6 @@ class SchedulerConfig:
         )
         return serv_only and w["SERVWEIGHT"] * w["QUEUETIMEWEIGHT"] > 0 and self.fs_policy is FairsharePolicy.NONE
 
-    @classmethod
-    def from_maui_config(cls, maui_cfg: Any) -> "SchedulerConfig":
-        """Build from a parsed ``grid_tasks.maui.cfg.MauiConfig``."""
-        from grid_tasks.maui.cfgbridge import config_kwargs
-
-        return cls(**config_kwargs(maui_cfg))
-
 
 def throttle_limit(limits: Mapping[str, tuple[float, float]], key: str) -> tuple[float, float] | None:
     """The (soft, hard) pair for ``key`` or None when unlimited."""

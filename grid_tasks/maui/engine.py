@@ -11,19 +11,18 @@ was taken.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from math import inf
 
 from grid_tasks.maui.allocation import allocation_policy, distribute
 from grid_tasks.maui.config import AvailabilityPolicy, SchedulerConfig
 from grid_tasks.maui.capacity import CapacityCurve
-from grid_tasks.maui.holds import HoldsMixin
+from grid_tasks.maui.holds import Hold, HoldsMixin, Op
 from grid_tasks.maui.model import Job, Node, Reservation, SchedulerError
 from grid_tasks.maui.profile import StepProfile
 from grid_tasks.maui.search import sweep_applies, sweep_find
 
 DIMS = ("p", "m", "d", "s")
-Op = tuple[StepProfile, float, float, float]
 
 
 @dataclass
@@ -37,18 +36,6 @@ class Placement:
     ops: list[Op]
     running: bool = False
     reservation: Reservation | None = None
-
-
-@dataclass
-class Hold:
-    """An administrative reservation's charge on the nodes, and what is left of it."""
-
-    res: Reservation
-    rem: dict[str, StepProfile] = field(default_factory=dict)
-    ops: list[Op] = field(default_factory=list)
-    users: set[str] = field(default_factory=set)  # jobs consuming it
-    size: float = 0.0  # processors it holds in all
-    sources: list["Hold"] = field(default_factory=list)  # holds it was allowed to draw from
 
 
 def _node_dims(node: Node) -> tuple[int, int, int, int]:

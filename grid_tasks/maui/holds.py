@@ -3,13 +3,30 @@ reservation on the nodes without overcommitting, and giving it back."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from grid_tasks.maui.model import Job, Reservation, ReservationRefused, SchedulerError
 from grid_tasks.maui.profile import StepProfile
 
 if TYPE_CHECKING:  # pragma: no cover
-    from grid_tasks.maui.engine import Engine, Hold
+    from grid_tasks.maui.engine import Engine
+
+
+#: One charge on a node's profile: (profile, start, end, amount).
+Op = tuple[StepProfile, float, float, float]
+
+
+@dataclass
+class Hold:
+    """An administrative reservation's charge on the nodes, and what is left of it."""
+
+    res: Reservation
+    rem: dict[str, StepProfile] = field(default_factory=dict)
+    ops: list[Op] = field(default_factory=list)
+    users: set[str] = field(default_factory=set)  # jobs consuming it
+    size: float = 0.0  # processors it holds in all
+    sources: list["Hold"] = field(default_factory=list)  # holds it was allowed to draw from
 
 
 class HoldsMixin:
@@ -24,8 +41,6 @@ class HoldsMixin:
         start = max(res.start, now)
         if res.end <= start:
             raise ReservationRefused(f"reservation {res.name} ends before now ({now})")
-        from grid_tasks.maui.engine import Hold
-
         # jobs the reservation admits may already hold its resources (a running job
         # inside it, restored before the reservation): lift them, then put them back
         # inside it, so the order in which state is rebuilt does not matter

@@ -21,6 +21,7 @@ import dataclasses
 from typing import TYPE_CHECKING
 
 from grid_tasks.maui import SchedulerConfig
+from grid_tasks.maui.cfgbridge import scheduler_config
 from grid_tasks.maui.modules import MODULES, SchedModule, build_modules
 from grid_tasks.schedmods.context import (
     ModuleContext,
@@ -75,7 +76,7 @@ def scheduler_parts(cfg: "MauiConfig", context: ModuleContext) -> tuple["Schedul
     Pass both to :class:`~grid_tasks.maui.Scheduler`; the names stay out of the config
     so the core does not build a second, context-less copy of each module.
     """
-    config = dataclasses.replace(SchedulerConfig.from_maui_config(cfg), modules=())
+    config = dataclasses.replace(scheduler_config(cfg), modules=())
     return config, load_modules(cfg, context)
 
 

@@ -35,6 +35,7 @@ from grid_tasks.db.models import ResourceManager as RmRow
 from grid_tasks.errors import GridTasksError
 from grid_tasks.maui import ACL, Job, Node, Reservation, Scheduler, SchedulerConfig
 from grid_tasks.maui import ReservationKind as CoreKind
+from grid_tasks.maui.cfgbridge import scheduler_config
 from grid_tasks.maui.model import USABLE_STATES
 from grid_tasks.maui.cfg import MauiConfig, load_maui_config, parse_maui_config
 from grid_tasks.maui.priority import Fairshare
@@ -85,7 +86,7 @@ def policy_config(policy_file: str | os.PathLike[str] | None) -> SchedulerConfig
     cfg = maui_config(policy_file)
     cached = _configs.get(id(cfg))
     if cached is None or cached[0] is not cfg:
-        config = dataclasses.replace(SchedulerConfig.from_maui_config(cfg), modules=())
+        config = dataclasses.replace(scheduler_config(cfg), modules=())
         cached = _configs[id(cfg)] = (cfg, config)
     return cached[1]
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from grid_tasks.errors import GridTasksError
 from grid_tasks.maui import Job, Node, Scheduler, SchedulerConfig
 from grid_tasks.maui.cfg import load_maui_config
+from grid_tasks.maui.cfgbridge import scheduler_config
 from grid_tasks.sim.conventions import SimJob
 
 __all__ = ["POLICIES", "load_config", "new_scheduler", "to_core_job", "policy_label"]
@@ -28,7 +29,7 @@ def load_config(policy: str | None = "easy", config: str | Path | None = None) -
     an unknown policy or a bad configuration file.
     """
     if config is not None:
-        return SchedulerConfig.from_maui_config(load_maui_config(config))
+        return scheduler_config(load_maui_config(config))
     return SchedulerConfig.preset(policy or "easy")
 
 

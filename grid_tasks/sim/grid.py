@@ -60,7 +60,7 @@ from grid_tasks.sim.replay import ClusterSpec, _trace_name
 from grid_tasks.sim.swf import SWFReader
 
 __all__ = ["GridError", "GridOptions", "GridJob", "GridWorkload", "PolicyRun", "GridSim",
-           "load_workload", "select", "run_policy", "GRID_POLICIES"]
+           "load_workload", "select", "GRID_POLICIES"]
 
 #: the CLI's names, in report order
 GRID_POLICIES = ("slice", "least-loaded", "reserve")
@@ -374,14 +374,3 @@ def fresh(workload: GridWorkload) -> GridWorkload:
     grid = [GridJob(g.id, g.home, g.submit, g.estimate, g.runtime, g.procs, g.user, g.group,
                     g.coallocated, g.early_start) for g in workload.grid]
     return GridWorkload(dict(workload.procs), local, grid, workload.options)
-
-
-def run_policy(workload: GridWorkload, name: str, config: SchedulerConfig | None = None,
-               progress: Callable[[int, int], None] | None = None) -> PolicyRun:
-    """Replay ``workload`` (a fresh copy) under metascheduling policy ``name``."""
-    from grid_tasks.sim.grid_policies import make_policy
-
-    policy = make_policy(name, workload.options)
-    sim = GridSim(fresh(workload), config or SchedulerConfig.preset("easy"))
-    policy.setup(sim)
-    return sim.run(policy, progress)

@@ -7,11 +7,14 @@ to the simulation, ``submit(sim, job, now)`` handles a grid job at its submit ti
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from grid_tasks.broker.planner import Need, Placement, Schedule, maui_estimator, plan
-from grid_tasks.maui import ACL, Job, ReservationRefused
-from grid_tasks.sim.grid import GRID_POLICIES, GridError, GridJob, GridOptions, GridSim
+from grid_tasks.maui import ACL, Job, ReservationRefused, SchedulerConfig
+from grid_tasks.sim.grid import (
+    GRID_POLICIES, GridError, GridJob, GridOptions, GridSim, GridWorkload, PolicyRun, fresh,
+)
 
 __all__ = ["MetaPolicy", "SlicePolicy", "LeastLoadedPolicy", "ReservePolicy", "make_policy",
            "reserve_and_submit"]
@@ -204,3 +207,12 @@ def make_policy(name: str, options: GridOptions) -> Any:
         return POLICY_CLASSES[name](options)
     except KeyError:
         raise GridError(f"unknown grid policy {name!r} (known: {', '.join(GRID_POLICIES)})") from None
+
+
+def run_policy(workload: GridWorkload, name: str, config: SchedulerConfig | None = None,
+               progress: Callable[[int, int], None] | None = None) -> PolicyRun:
+    """Replay ``workload`` (a fresh copy) under metascheduling policy ``name``."""
+    policy = make_policy(name, workload.options)
+    sim = GridSim(fresh(workload), config or SchedulerConfig.preset("easy"))
+    policy.setup(sim)
+    return sim.run(policy, progress)

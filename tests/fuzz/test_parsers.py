@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from grid_tasks.errors import ConfigError, GridTasksError
 from grid_tasks.maui import SchedulerConfig
 from grid_tasks.maui.cfg import MauiConfigError, parse_maui_config
+from grid_tasks.maui.cfgbridge import scheduler_config
 from grid_tasks.mil import MILError, compile_query
 from grid_tasks.mil import parse as parse_mil
 from grid_tasks.mil import unparse as unparse_mil
@@ -133,7 +134,7 @@ def test_maui_cfg(text: str) -> None:
     assert isinstance(cfg.to_dict(), dict)
     assert all(warning.line >= 1 for warning in cfg.warnings)
     try:  # the bridge to the core refuses what it cannot honour, typed
-        SchedulerConfig.from_maui_config(cfg)
+        scheduler_config(cfg)
     except GridTasksError as err:
         assert str(err)
 

@@ -7,6 +7,7 @@ from grid_tasks.maui import (
     SchedulerError, register_module,
 )
 from grid_tasks.maui.cfg import MauiConfigError, parse_maui_config
+from grid_tasks.maui.cfgbridge import scheduler_config
 
 
 @register_module("recorder-test")
@@ -74,8 +75,8 @@ MODULES statistics
 """
 
 
-def test_from_maui_config():
-    cfg = SchedulerConfig.from_maui_config(parse_maui_config(MAUI_CFG, "maui.cfg"))
+def test_scheduler_config_from_a_maui_cfg():
+    cfg = scheduler_config(parse_maui_config(MAUI_CFG, "maui.cfg"))
     assert cfg.reservation_depth == 4 and cfg.reservation_policy is ReservationPolicy.HIGHEST
     assert cfg.backfill_policy is BackfillPolicy.BESTFIT
     assert cfg.node_allocation_policy == "MINRESOURCE"
@@ -98,5 +99,5 @@ def test_from_maui_config():
 def test_unsupported_maui_values_are_typed_errors_with_location():
     cfg = parse_maui_config("BACKFILLPOLICY FIRSTFIT\nNODEALLOCATIONPOLICY CONTIGUOUS\n", "x.cfg")
     with pytest.raises(MauiConfigError) as err:
-        SchedulerConfig.from_maui_config(cfg)
+        scheduler_config(cfg)
     assert err.value.line == 2 and "CONTIGUOUS" in str(err.value)

@@ -10,6 +10,7 @@ import pytest
 
 from grid_tasks.maui import Node, Scheduler, SchedulerConfig
 from grid_tasks.maui.cfg import parse_maui_config
+from grid_tasks.maui.cfgbridge import scheduler_config
 from grid_tasks.maui.model import SchedulerError
 from grid_tasks.maui.modules import Statistics
 from grid_tasks.schedmods import (
@@ -59,7 +60,7 @@ def test_the_core_builds_them_by_name_inside_use_context(tmp_path: Path, session
     cfg = parse_maui_config(CFG)
     ctx = dataclasses.replace(make_context(tmp_path, sessions), config=cfg)
     with use_context(ctx):
-        sched = Scheduler([Node("n1", 2)], SchedulerConfig.from_maui_config(cfg))
+        sched = Scheduler([Node("n1", 2)], scheduler_config(cfg))
     assert [type(m) for m in sched.modules][:3] == [LoggerModule, JobChecker, SystemProfiler]
     assert all(m.context is ctx for m in sched.modules[:3])
     assert sched.modules[0].max_bytes == 4096  # read from the context's maui.cfg

@@ -9,7 +9,8 @@ import pytest
 from click.testing import CliRunner
 
 from grid_tasks.cli import main
-from grid_tasks.sim.grid import GridOptions, load_workload, run_policy
+from grid_tasks.sim.grid import GridOptions, load_workload
+from grid_tasks.sim.grid_policies import run_policy
 from grid_tasks.sim.replay import ClusterSpec
 from tests.sim.conftest import trace_path
 from tests.sim.test_cli import synthetic

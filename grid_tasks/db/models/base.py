@@ -12,6 +12,8 @@ from sqlalchemy.ext.mutable import MutableDict, MutableList
 from sqlalchemy.orm import DeclarativeBase
 from sqlalchemy.types import TypeDecorator
 
+from grid_tasks.db.errors import RecordError
+
 # Named constraints keep Alembic's batch mode (SQLite) and drift checks deterministic.
 NAMING_CONVENTION = {
     "ix": "ix_%(table_name)s_%(column_0_N_name)s",
@@ -108,8 +110,6 @@ def check_lengths(mapper: Any, value_of: Any) -> None:
     """RecordError naming ``table.column`` for the first string longer than its column
     holds; ``value_of(attribute)`` gives the values (also for Core inserts, which the
     ORM listeners do not see)."""
-    from grid_tasks.db.errors import RecordError  # models load before errors' users
-
     for key, column in _limited_columns(mapper):
         value = value_of(key)
         if isinstance(value, str) and len(value) > column.type.length:
