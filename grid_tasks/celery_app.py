@@ -12,10 +12,10 @@ Routing is by task name and, for node and gatekeeper tasks, by the ``rm`` and
 ``task.apply_async(kwargs={"rm": "rmA", "node": "node1", ...})`` and never spell a queue.
 
 Task modules are listed per role (:func:`task_modules`): a node daemon imports only
-its own, light ones; gatekeepers and the scheduler import them all.  Tasks that launch processes must be idempotent and
-declared with ``**LAUNCH_CRITICAL`` (acks late, rejected on worker loss): with
-the broker transport options below, a task whose worker dies comes back
-within about ``visibility_timeout + 5`` seconds.
+its own, light ones; gatekeepers and the scheduler import them all.  Tasks that launch
+processes must be idempotent and declared with ``**LAUNCH_CRITICAL`` (acks late,
+rejected on worker loss): with the broker transport options below, a task whose worker
+dies comes back within about ``visibility_timeout + 5`` seconds.
 
 Run a worker with ``celery -A grid_tasks.celery_app worker`` (settings from
 ``GRID_TASKS_*``) or, better, ``grid-tasks worker``.

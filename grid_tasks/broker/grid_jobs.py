@@ -70,7 +70,8 @@ def wake_at(app: Any, rms: Any, start: float, now: float) -> None:
             log.warning("no wake-up iteration of %s at the reservation start: %s", rm, exc)
 
 
-def coallocate(services: Services, coallocator: CoallocClient, rsl: str, *, user: str | None, barrier_timeout: float,
+def coallocate(services: Services, coallocator: CoallocClient, rsl: str, *,
+               user: str | None, barrier_timeout: float,
                variables: dict[str, str] | None, source: str, coreserve: bool | None,
                allow_early: bool = False, lead: float | None = None,
                subs: list[Any] | None = None) -> Any:
@@ -79,7 +80,8 @@ def coallocate(services: Services, coallocator: CoallocClient, rsl: str, *, user
     wanted (``coreserve`` None and every component names its RM).  ``subs``: ``rsl``
     lowered already (with ``variables``), not parsed again."""
     if subs is None:
-        subs = lower(rsl, variables, source=source)
+        subs = lower(rsl, variables, source=source,
+                     max_substitution=services.settings.rsl_max_substitution)
     if coreserve is False or (coreserve is None and all(s.rm_contact for s in subs)):
         return None
     requester = Requester.current()

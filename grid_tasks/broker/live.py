@@ -48,6 +48,7 @@ from grid_tasks.broker.planner import Placement, Schedule, plan
 from grid_tasks.broker.remote import DEFAULT_TIMEOUT_S, RemoteRMs, requester_dict
 from grid_tasks.broker.enactment import RemoteEnactment, Unrecorded
 from grid_tasks.legion.tokens import TokenStore
+from grid_tasks.limits import DEFAULT_MAX_SUBSTITUTION
 from grid_tasks.rsl import lower
 
 __all__ = ["Broker", "Planned", "new_job_key"]
@@ -98,6 +99,8 @@ class Broker:
         # who marks a confirmed co-reservation enacted (:mod:`.enactment`); by default
         # nobody (a broker without a grid's database behind it)
         self.enactment = enactment or Unrecorded()
+        #: longest text an RSL substitution may make (the grid's setting, or the default)
+        self.max_substitution = DEFAULT_MAX_SUBSTITUTION
         self.policy, self.limit, self.lead, self.ttl = policy, int(limit), float(lead), ttl
         self.rounds = int(rounds)
         self._fetch = fetch
@@ -109,6 +112,7 @@ class Broker:
         store = TokenStore.from_url(settings.redis_url, settings=settings)
         broker = cls(app, store, lambda: Collection.live_from_settings(settings), **options)
         broker.enactment = RemoteEnactment(broker.remote)
+        broker.max_substitution = settings.rsl_max_substitution
         return broker
 
     def close(self) -> None:
@@ -131,8 +135,11 @@ class Broker:
                    variables: dict[str, str] | None = None,
                    source: str = "<rsl>") -> list[Component]:
         """Lower an RSL request (or take lowered subjobs) into placeable components."""
-        subs = lower(request, variables, source=source) if isinstance(request, (str, bytes)) \
-            else list(request)
+        if isinstance(request, (str, bytes)):
+            subs = lower(request, variables, source=source,
+                         max_substitution=self.max_substitution)
+        else:
+            subs = list(request)
         return components(subs, self.collection(), requester)
 
     # -- 2. estimates and plan -----------------------------------------------------------

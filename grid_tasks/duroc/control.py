@@ -51,7 +51,9 @@ from grid_tasks.duroc.store_errors import (
 from grid_tasks.duroc.store import CoordinationStore
 from grid_tasks.duroc.store_models import BarrierState, SubjobSpec
 from grid_tasks.duroc.waiting import announce
-from grid_tasks.effects import failed_signature, release_signature, settle_signature, watch_signature
+from grid_tasks.effects import (
+    failed_signature, release_signature, settle_signature, watch_signature,
+)
 from grid_tasks.errors import NotFoundError
 from grid_tasks.gram.door import ask
 from grid_tasks.gram.errors import JobFinishedError
@@ -94,7 +96,8 @@ class Coallocator(HeaderSteps, StructureChanges, DoorService):
         if not barrier_timeout or barrier_timeout <= 0:
             raise CoallocRequestError(f"barrier_timeout must be positive, not {barrier_timeout!r}")
         subs = lowered if lowered is not None else lower(
-            rsl, variables, source=source, max_substitution=self.services.settings.rsl_max_substitution)
+            rsl, variables, source=source,
+            max_substitution=self.services.settings.rsl_max_substitution)
         labels = _labels(subs, set())
         deadline = time.time() + float(barrier_timeout)
         with session_scope(self.services.sessions) as session:

@@ -14,6 +14,7 @@ from sqlalchemy import select
 
 from grid_tasks.legion.collection import Requester
 from grid_tasks.broker.coreservation import CoReservationRefused
+from grid_tasks.broker.enactment import RemoteEnactment
 from grid_tasks.broker.live import Broker, new_job_key
 from grid_tasks.broker.placement import PlacementError
 from grid_tasks.legion.tokens import scan
@@ -259,11 +260,12 @@ def test_a_confirmed_coreservation_is_marked_enacted_and_survives_a_store_loss(l
 def test_a_coreservation_that_cannot_be_recorded_is_released(live, broker):
     from grid_tasks.broker.coreservation import CoReservationUnrecorded
 
-    def no_database() -> Any:
-        raise RuntimeError("database unreachable")
+    class Unreachable(RemoteEnactment):  # the RMs' database away
+        def mark(self, parts: Any) -> int:
+            raise RuntimeError("database unreachable")
 
     broker._fetch = fixed_estimates({"rmA": {"node1": 4}, "rmB": {"node3": 2}})
-    broker.sessions = no_database
+    broker.enactment = Unreachable(broker.remote)
     key = new_job_key("test")
     with pytest.raises(CoReservationUnrecorded, match="database unreachable"):
         broker.coreserve(broker.components(TWO_RMS, ME), now=time.time(), job_key=key,
@@ -274,23 +276,22 @@ def test_a_coreservation_that_cannot_be_recorded_is_released(live, broker):
 
 def test_a_broker_on_a_store_that_lost_its_state_restores_it_before_taking(live, broker):
     """Capacities alone would let tokens through over reservations the lost store no
-    longer shows: the broker mirrors SQL's durable reservations back first."""
-    from grid_tasks.legion.tokens import TokenStore
-
+    longer shows: the broker has an RM mirror SQL's durable reservations back first."""
     key = new_job_key("test")
     block_node3(live, f"block-{key}")
-    broker.store = TokenStore(broker.store.client, prefix=f"lost-{key}")
+    store = broker.store  # the grid's token store, the RMs' too: it loses its state
+    lost = list(store.client.scan_iter(match=f"{store.prefix}*"))
+    if lost:
+        store.client.delete(*lost)
     broker._fetch = fixed_estimates({"rmA": {"node1": 4}, "rmB": {"node3": 2}})
     try:
         with pytest.raises(CoReservationRefused):
             broker.coreserve(broker.components(TWO_RMS, ME), now=time.time(), job_key=key,
                              requester=ME)
-        mirrored = {t.group for t in broker.store.tokens() if t.confirmed}
+        # an RM restored it from SQL (the broker has no database) before any token
+        mirrored = {t.group for t in store.tokens() if t.confirmed}
         assert f"sql.rmB.block-{key}" in mirrored
         assert held_tokens(broker, key) == []
     finally:
         unblock(live, f"block-{key}")
-        keys = list(broker.store.client.scan_iter(match=f"lost-{key}*"))
-        if keys:
-            broker.store.client.delete(*keys)
     assert grid_rows(live, key) == []

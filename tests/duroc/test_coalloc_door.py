@@ -143,11 +143,13 @@ def test_an_unmapped_subject_is_refused_and_nothing_is_stored(door_grid):
 
 def test_mallory_cannot_cancel_or_change_alices_job_but_alice_can(door_grid):
     dg = door_grid
-    sleep = '(arguments="60")'
+    # (long enough to outlast the requests below: a strict subjob ending before the
+    # barrier would abort the job; alice cancels it at the end)
+    sleep = '(arguments="600")'
     rsl = "+" + dg.component("rmA", "a", "/bin/sleep", "strict-barrier", sleep) + \
         dg.component("rmB", "b", "/bin/sleep", "strict-barrier", sleep)
     with dg.client("alice") as grid:
-        job = grid.job_request(rsl, barrier_timeout=120)
+        job = grid.job_request(rsl, barrier_timeout=600)
         # the chord's headers submit both subjobs at their gatekeepers, for alice
         def both_submitted() -> list[Any] | None:
             found = _rows(grid, job.id)[1]

@@ -7,8 +7,9 @@ import pytest
 from grid_tasks.sim.conventions import SimJob
 from grid_tasks.sim.grid import (
     GRID_POLICIES, GridError, GridJob, GridOptions, GridWorkload, PolicyRun, load_workload,
-    run_policy, select,
+    select,
 )
+from grid_tasks.sim.grid_policies import run_policy
 from grid_tasks.sim.replay import ClusterSpec
 from tests.sim.conftest import trace_path
 
