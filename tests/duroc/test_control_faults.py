@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from grid_tasks.duroc.control import Coallocator
 from grid_tasks.states import JobState
 from tests.duroc.live import component, markers, program, start_gatekeepers
 
@@ -65,10 +66,10 @@ def _wait_header_delivered(grid: Any, job: Any, address: int, timeout: float = 9
     """The task id of the header task watching ``address``, once it ran at least once."""
     deadline = time.monotonic() + timeout
     while True:
-        found = grid.coallocator.header_deliveries(job.id).get(address, {})
+        found = Coallocator(grid.services).header_deliveries(job.id).get(address, {})
         if found.get("runs") and found.get("task"):
             return str(found["task"])
-        assert time.monotonic() < deadline, grid.coallocator.header_deliveries(job.id)
+        assert time.monotonic() < deadline, Coallocator(grid.services).header_deliveries(job.id)
         time.sleep(0.1)
 
 
@@ -110,17 +111,17 @@ def test_gatekeeper_sigkill_mid_header_is_redelivered(duroc_grid, tmp_path):
     _wait_gram_started(grid, job, "b", timeout=90)
     task_id = _wait_header_delivered(grid, job, 1)
     assert job.status().subjob("b").entered == 0  # still before the barrier: mid-header
-    assert grid.coallocator.header_deliveries(job.id)[1]["redelivered"] == 0
+    assert Coallocator(grid.services).header_deliveries(job.id)[1]["redelivered"] == 0
     _kill_holding(duroc_grid.settings, duroc_grid.gatekeepers["rmB"].pid, task_id)
     duroc_grid.gatekeepers.update(start_gatekeepers(duroc_grid, ("rmB",)))
     # The barrier opens in the store without the header (auto-release), so the job may
     # end first: the proof is the header's own message coming back, flagged redelivered
     # (after the broker's visibility timeout, 30 s here).
     deadline = time.monotonic() + 120
-    while grid.coallocator.header_deliveries(job.id)[1]["redelivered"] < 1:
-        assert time.monotonic() < deadline, grid.coallocator.header_deliveries(job.id)
+    while Coallocator(grid.services).header_deliveries(job.id)[1]["redelivered"] < 1:
+        assert time.monotonic() < deadline, Coallocator(grid.services).header_deliveries(job.id)
         time.sleep(0.5)
-    assert grid.coallocator.header_deliveries(job.id)[1]["task"] == task_id
+    assert Coallocator(grid.services).header_deliveries(job.id)[1]["task"] == task_id
     final = job.wait(timeout=60)
     assert final.state is JobState.DONE, final
     assert markers(out) == ["a-0", "b-0"]

@@ -12,6 +12,8 @@ import pytest
 
 from grid_tasks.faults import FaultGrid, until
 from grid_tasks.faults.postgres import PostgresUnavailable, PrivatePostgres
+from grid_tasks.gram.submission import gram_status
+from grid_tasks.rsl import lower
 from grid_tasks.states import MauiJobState
 
 
@@ -27,10 +29,11 @@ def test_launch_during_a_database_outage_is_recovered(tmp_path: Path) -> None:
             # node3 must still be alive (3 s heartbeat TTL) when the job is placed
             fg.grid.app.connection_for_write().ensure_connection(max_retries=3)
             fg.grid.redis.ping()
+            lower("&(executable=/bin/true)")  # and its RSL parser, built on first use
             os.killpg(fg.nodes["node3"].pid, signal.SIGSTOP)  # hold the launch in flight
             job = fg.grid.submit("&(executable=/bin/sleep)(arguments=0.5)(count=4)", rm="rmB")
-            until(lambda: fg.grid.status(job.id).maui_state is MauiJobState.STARTING, 10,
-                  "the launch to be sent")
+            until(lambda: gram_status(fg.grid.sessions, job.id).maui_state
+                  is MauiJobState.STARTING, 10, "the launch to be sent")
             server.stop()
             os.killpg(fg.nodes["node3"].pid, signal.SIGCONT)  # the JM starts: no database
             time.sleep(2.0)
