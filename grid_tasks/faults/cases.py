@@ -134,6 +134,11 @@ class NodeKillMidLaunch(FaultCase):
     fault = "SIGKILL a frozen node daemon after the scheduler sent it a launch"
 
     def exercise(self, fg: FaultGrid, marker: str, jobs: list[int]) -> tuple[float, str]:
+        # A first job warms the client, rmB's gatekeeper and nodes (parsers, connections):
+        # the job below must be placed within node3's heartbeat TTL of the freeze.
+        warm = fg.submit("&(executable=/bin/true)(count=4)", "rmB", marker)
+        jobs.append(warm.id)
+        warm.wait(timeout=RECOVERY_BOUND)
         # Freeze node3 so the launch is in flight when the kill lands; its heartbeat
         # TTL (3 s) keeps it schedulable meanwhile.  count=4 spans node3 and node4.
         os.killpg(fg.nodes["node3"].pid, signal.SIGSTOP)
