@@ -32,8 +32,8 @@ from typing import Any
 
 from grid_tasks.broker.enactor import Enactor
 from grid_tasks.broker.planner import Need, maui_estimator, plan
-from grid_tasks.legion.tokens import Claim, TokenStore
 from grid_tasks.embedded.redis_server import RedisServer
+from grid_tasks.legion.tokens import Claim, TokenStore
 from grid_tasks.maui import Node, Scheduler, SchedulerConfig
 
 

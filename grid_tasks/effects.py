@@ -38,22 +38,22 @@ PUBLISH_RETRY: dict[str, float] = {"max_retries": 12, "interval_start": 0.1,
                                    "interval_step": 0.5, "interval_max": 3.0}
 
 # -- iteration triggers -------------------------------------------------------------------
+#: Prefix of the scheduler's coordination keys of an RM.
 KEY_PREFIX = "grid_tasks:sched"
-_KEY = KEY_PREFIX
 #: A queued marker older than this is ignored (the queued task was lost).
 QUEUED_TTL_S = 10
 
 
 def dirty_key(rm: str) -> str:
-    return f"{_KEY}:{rm}:dirty"
+    return f"{KEY_PREFIX}:{rm}:dirty"
 
 
 def queued_key(rm: str) -> str:
-    return f"{_KEY}:{rm}:queued"
+    return f"{KEY_PREFIX}:{rm}:queued"
 
 
 def lock_key(rm: str) -> str:
-    return f"{_KEY}:{rm}:lock"
+    return f"{KEY_PREFIX}:{rm}:lock"
 
 
 # KEYS: dirty, queued, lock.  ARGV: queued TTL.  Returns 1 when a task must be sent.

@@ -25,9 +25,9 @@ from enum import Enum
 from typing import Any
 
 from grid_tasks.broker.planner import Placement, Schedule, difference
+from grid_tasks.errors import GridTasksError
 from grid_tasks.legion.tokens import (
     Claim, RefusalReason, Token, TokenRefused, TokenStore, new_token_id)
-from grid_tasks.errors import GridTasksError
 
 log = logging.getLogger(__name__)
 

@@ -23,12 +23,12 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from grid_tasks.legion.collection import Requester
 from grid_tasks.broker.coreservation import CoReservation
 from grid_tasks.broker.live import DEFAULT_LEAD_S, Broker, new_job_key
 from grid_tasks.duroc.client import CoallocClient
 from grid_tasks.duroc.handle import CoallocHandle
 from grid_tasks.effects import send_iteration
+from grid_tasks.legion.collection import Requester
 from grid_tasks.rsl import Boolean, BoolOp, Literal, RelOp, Relation, lower, unparse, validate
 from grid_tasks.services import Services
 

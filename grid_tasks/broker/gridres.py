@@ -25,15 +25,15 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from grid_tasks.legion.collection import Requester
 from grid_tasks.broker.coreservation import CoReservation, iso
 from grid_tasks.broker.live import Broker
 from grid_tasks.broker.remote import requester_dict
 from grid_tasks.db import Reservation, ReservationKind
 from grid_tasks.errors import GridTasksError, NotFoundError
-from grid_tasks.utc import as_utc
+from grid_tasks.legion.collection import Requester
 from grid_tasks.rsl import lower
 from grid_tasks.rsl.lower import SubjobRequest
+from grid_tasks.utc import as_utc
 
 __all__ = ["GridReservationError", "GridPart", "GridReservation", "grid_start",
            "parse_grid_spec", "set_grid_reservation", "show_grid_reservations",

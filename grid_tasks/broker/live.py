@@ -37,16 +37,16 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from grid_tasks.legion.collection import Collection, Requester
 from grid_tasks.broker.coreservation import (CoReservation, CoReservationRefused,
                                              CoReservationUnrecorded, ReservedPart)
+from grid_tasks.broker.enactment import RemoteEnactment, Unrecorded
 from grid_tasks.broker.enactor import Enactor, EnactmentRefused
 from grid_tasks.broker.estimates import Estimates, Fetcher, whole_second
 from grid_tasks.broker.holds import RmHolds
 from grid_tasks.broker.placement import Component, PlacementError, components
 from grid_tasks.broker.planner import Placement, Schedule, plan
 from grid_tasks.broker.remote import DEFAULT_TIMEOUT_S, RemoteRMs, requester_dict
-from grid_tasks.broker.enactment import RemoteEnactment, Unrecorded
+from grid_tasks.legion.collection import Collection, Requester
 from grid_tasks.legion.tokens import TokenStore
 from grid_tasks.limits import DEFAULT_MAX_SUBSTITUTION
 from grid_tasks.rsl import lower

@@ -19,9 +19,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from grid_tasks.legion.collection import Collection, Requester, Resource
 from grid_tasks.broker.planner import Need
 from grid_tasks.errors import GridTasksError
+from grid_tasks.legion.collection import Collection, Requester, Resource
 from grid_tasks.mil import MILError
 from grid_tasks.rsl.lower import SubjobRequest
 

@@ -24,10 +24,10 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from grid_tasks.legion.collection import Collection, Requester, Resource, ResourceKind
 from grid_tasks.cli.nodes import resolve_settings
 from grid_tasks.embedded.stack import ENV_FILE
 from grid_tasks.errors import ConnectivityError
+from grid_tasks.legion.collection import Collection, Requester, Resource, ResourceKind
 from grid_tasks.mil import MILError
 from grid_tasks.settings import Settings
 from grid_tasks.topology import load_topology

@@ -15,9 +15,9 @@ from grid_tasks.gram.door import ask
 from grid_tasks.ops import (
     OpsError, parse_duration, parse_time, reservation_rms, show_reservations,
 )
-from grid_tasks.reservation_tasks import RELEASE_RESERVATIONS, SET_RESERVATION
 from grid_tasks.ops.gridcli import releaseres_grid, setres_grid, showres_grid
 from grid_tasks.ops.render import reservations_view
+from grid_tasks.reservation_tasks import RELEASE_RESERVATIONS, SET_RESERVATION
 
 
 def _names(values: tuple[str, ...]) -> list[str]:

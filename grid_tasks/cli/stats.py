@@ -9,9 +9,9 @@ from typing import Any
 import click
 from rich.console import Group
 
-from grid_tasks.legion.tokens import TokenStore
 from grid_tasks.cli.jobs import emit, json_option, ops_shell, rm_option
 from grid_tasks.db import repository
+from grid_tasks.legion.tokens import TokenStore
 from grid_tasks.ops import OpsError, diagnose_jobs, diagnose_priority, parse_time, show_stats
 from grid_tasks.ops.diag_fs import diagnose_fairshare
 from grid_tasks.ops.diag_nodes import diagnose_nodes

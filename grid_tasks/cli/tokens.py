@@ -17,9 +17,9 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from grid_tasks.legion.tokens import DEFAULT_PREFIX, ScanReport, Token, TokenStore, scan
 from grid_tasks.cli.nodes import resolve_settings
 from grid_tasks.errors import NotFoundError
+from grid_tasks.legion.tokens import DEFAULT_PREFIX, ScanReport, Token, TokenStore, scan
 
 _STACK = click.option("--stack", "stack_dir", type=click.Path(path_type=Path),
                       help="State dir of a running `grid-tasks up` (default: found like "

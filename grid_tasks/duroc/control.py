@@ -32,23 +32,23 @@ from sqlalchemy import update
 from grid_tasks.db import ConcurrentUpdateError, session_scope
 from grid_tasks.db.models import CoallocatedJob, Job
 from grid_tasks.db.models.jobs import BarrierState as SqlBarrier
+from grid_tasks.duroc.control_door import DoorService
 from grid_tasks.duroc.control_rows import (
     DEFAULT_BARRIER_TIMEOUT_S, URL_KEY, check_rms as _check_rms, coalloc_row as _coalloc,
     detach as _detach, insert_coallocation, labels as _labels, link_subjob,
     retrying as _retrying, submission_facts,
 )
-from grid_tasks.duroc.control_door import DoorService
-from grid_tasks.duroc.door import SUBMIT_SUBJOB
 from grid_tasks.duroc.control_structure import StructureChanges
 from grid_tasks.duroc.control_watch import HeaderSteps
+from grid_tasks.duroc.door import SUBMIT_SUBJOB
 from grid_tasks.duroc.errors import CoallocFinishedError, CoallocRequestError
 from grid_tasks.duroc.records import (
     CoallocStatus, coalloc_status, final_state, mark, parse_job_ref, store_id,
 )
+from grid_tasks.duroc.store import CoordinationStore
 from grid_tasks.duroc.store_errors import (
     BarrierAbortedError, BarrierNotReadyError, JobNotFoundError,
 )
-from grid_tasks.duroc.store import CoordinationStore
 from grid_tasks.duroc.store_models import BarrierState, SubjobSpec
 from grid_tasks.duroc.waiting import announce
 from grid_tasks.effects import (

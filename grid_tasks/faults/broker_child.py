@@ -19,10 +19,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from grid_tasks.legion.collection import Requester
 from grid_tasks.broker.holds import RmHolds
 from grid_tasks.broker.live import Broker
 from grid_tasks.client import Grid
+from grid_tasks.legion.collection import Requester
 from grid_tasks.settings import Settings
 
 #: Who the fault case's broker reserves for (the demo grid accepts any local user).

@@ -17,7 +17,6 @@ from typing import Any
 from sqlalchemy import select
 
 from grid_tasks.broker.live import Broker
-from grid_tasks.legion.tokens import TokenInvalid, TokenStore, scan
 from grid_tasks.db import Reservation, ReservationKind, session_scope
 from grid_tasks.faults.broker_child import REQUESTER
 from grid_tasks.faults.cases import RECOVERY_BOUND, FaultCase, probe
@@ -25,6 +24,7 @@ from grid_tasks.faults.harness import FaultGrid, FaultTimeout, until
 from grid_tasks.faults.invariants import Check
 from grid_tasks.ha.config import EMITTED_KEY, LEASE_KEY
 from grid_tasks.ha.lease import read_holder
+from grid_tasks.legion.tokens import TokenInvalid, TokenStore, scan
 from grid_tasks.scheduling.grid_reservations import PRUNE_AFTER_S, SENTINEL
 from grid_tasks.security.connections import redis_client
 

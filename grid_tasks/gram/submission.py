@@ -19,8 +19,8 @@ from grid_tasks.events import JobEvent
 from grid_tasks.gram.binding import bind as bind_reservation
 from grid_tasks.gram.binding import requested_reservation
 from grid_tasks.gram.errors import JobFinishedError, JobRefusedError
-from grid_tasks.gram.records import Outbox, finish
 from grid_tasks.gram.keys import CANCEL_TTL_S, cancel_key
+from grid_tasks.gram.records import Outbox, finish
 from grid_tasks.gram.status import HistoryEntry, JobStatus
 from grid_tasks.security.authorization import authorize, check_owner, gridmap_for
 from grid_tasks.security.errors import Unauthorized

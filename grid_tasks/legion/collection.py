@@ -37,13 +37,13 @@ from enum import Enum
 from typing import Any
 
 from grid_tasks.errors import ConfigError
-from grid_tasks.utc import epoch
-from grid_tasks.mil import compile_query
-from grid_tasks.states import NodeState
 from grid_tasks.legion.tokens_model import Claim
+from grid_tasks.mil import compile_query
 from grid_tasks.node.registry import NodeRegistry, NodeStatus
 from grid_tasks.settings import Settings
+from grid_tasks.states import NodeState
 from grid_tasks.topology import GridTopology, NodeSpec, load_topology
+from grid_tasks.utc import epoch
 
 ACCESS_KEYS = ("allow_users", "allow_groups", "allow_hosts")
 _SPLIT = re.compile(r"[,\s]+")

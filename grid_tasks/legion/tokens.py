@@ -52,10 +52,10 @@ from redis.backoff import NoBackoff
 from redis.exceptions import NoScriptError
 from redis.retry import Retry
 
+from grid_tasks.errors import GridTasksError
 from grid_tasks.legion.tokens_model import (  # noqa: F401 - re-exported: import from here
     _IDS, Claim, RefusalReason, Token, TokenInvalid, TokenRefused, _at, _check_name,
     _tokens, new_token_id)
-from grid_tasks.errors import GridTasksError
 from grid_tasks.node.registry import _connectivity, connect_redis
 
 __all__ = ["DEFAULT_PREFIX", "Claim", "RefusalReason", "ScanReport", "Token", "TokenInvalid",

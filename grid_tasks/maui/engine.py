@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from math import inf
 
 from grid_tasks.maui.allocation import allocation_policy, distribute
-from grid_tasks.maui.config import AvailabilityPolicy, SchedulerConfig
 from grid_tasks.maui.capacity import CapacityCurve
+from grid_tasks.maui.config import AvailabilityPolicy, SchedulerConfig
 from grid_tasks.maui.holds import Hold, HoldsMixin, Op
 from grid_tasks.maui.model import Job, Node, Reservation, SchedulerError
 from grid_tasks.maui.profile import StepProfile

@@ -16,12 +16,11 @@ from typing import Any
 import redis
 from sqlalchemy import func, select
 
-from grid_tasks.legion.tokens import TokenStore
 from grid_tasks.db import get_engine, session_factory, session_scope
 from grid_tasks.db.models import Job, Reservation
 from grid_tasks.errors import GridTasksError
 from grid_tasks.ha.status import read_status
-from grid_tasks.utc import as_utc, from_epoch
+from grid_tasks.legion.tokens import TokenStore
 from grid_tasks.metrics.exposition import MetricFamily
 from grid_tasks.metrics.iteration import read_iterations
 from grid_tasks.node.registry import NodeRegistry
@@ -31,6 +30,7 @@ from grid_tasks.security.refusals import KINDS, counts
 from grid_tasks.settings import Settings
 from grid_tasks.states import JobState, MauiJobState, NodeState
 from grid_tasks.topology import GridTopology, load_topology
+from grid_tasks.utc import as_utc, from_epoch
 
 log = logging.getLogger(__name__)
 

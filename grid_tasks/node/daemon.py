@@ -28,8 +28,8 @@ from celery.worker import state as worker_state
 from grid_tasks.effects import send_registration, trigger_iteration
 from grid_tasks.errors import GridTasksError
 from grid_tasks.node.registry import NodeRegistry
-from grid_tasks.queues import gatekeeper_queue, node_queue
 from grid_tasks.node.resources import detect_resources, host_facts
+from grid_tasks.queues import gatekeeper_queue, node_queue
 from grid_tasks.security.startup import check_node_account
 from grid_tasks.settings import Settings, app_settings
 from grid_tasks.topology import load_topology

@@ -22,9 +22,9 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from grid_tasks.legion.collection import enacted
 from grid_tasks.db import Job, Reservation, ReservationKind, repository
 from grid_tasks.errors import NotFoundError
+from grid_tasks.legion.collection import enacted
 from grid_tasks.scheduling.grid_reservations import mirror_ids
 from grid_tasks.states import JobState
 

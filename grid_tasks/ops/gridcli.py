@@ -12,7 +12,6 @@ from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
 
-from grid_tasks.legion.collection import Requester
 from grid_tasks.broker.gridres import (
     grid_start, parse_grid_spec, release_grid_reservations, set_grid_reservation,
     show_grid_reservations,
@@ -21,6 +20,7 @@ from grid_tasks.broker.gridview import (
     coreservation_text, grid_reservations_view, grid_start_view,
 )
 from grid_tasks.broker.live import Broker, new_job_key
+from grid_tasks.legion.collection import Requester
 from grid_tasks.ops.plan import parse_request
 from grid_tasks.ops.planning import request_kind
 from grid_tasks.rsl import lower

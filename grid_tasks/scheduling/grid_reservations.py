@@ -36,15 +36,15 @@ from typing import Any, Iterable
 from sqlalchemy import bindparam, func, inspect, select
 from sqlalchemy.orm import Session
 
-from grid_tasks.scheduling.rm_service import lock_rm
-from grid_tasks.legion.tokens import Token, TokenStore
 from grid_tasks.db import Reservation, ReservationKind, repository
 from grid_tasks.db.errors import ConcurrentUpdateError
-from grid_tasks.legion.collection import durable_claims
 from grid_tasks.db.models import Job as JobRow
 from grid_tasks.errors import GridTasksError
-from grid_tasks.utc import as_utc, from_epoch
 from grid_tasks.gram.binding import unbind
+from grid_tasks.legion.collection import durable_claims
+from grid_tasks.legion.tokens import Token, TokenStore
+from grid_tasks.scheduling.rm_service import lock_rm
+from grid_tasks.utc import as_utc, from_epoch
 
 log = logging.getLogger(__name__)
 

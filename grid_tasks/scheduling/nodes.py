@@ -16,8 +16,8 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from grid_tasks.maui.model import USABLE_STATES
 from grid_tasks.effects import KEY_PREFIX, trigger_iteration
+from grid_tasks.maui.model import USABLE_STATES
 
 log = logging.getLogger(__name__)
 

@@ -35,9 +35,9 @@ from grid_tasks.db.models import ResourceManager as RmRow
 from grid_tasks.errors import GridTasksError
 from grid_tasks.maui import ACL, Job, Node, Reservation, Scheduler, SchedulerConfig
 from grid_tasks.maui import ReservationKind as CoreKind
+from grid_tasks.maui.cfg import MauiConfig, load_maui_config, parse_maui_config
 from grid_tasks.maui.cfgbridge import scheduler_config
 from grid_tasks.maui.model import USABLE_STATES
-from grid_tasks.maui.cfg import MauiConfig, load_maui_config, parse_maui_config
 from grid_tasks.maui.priority import Fairshare
 from grid_tasks.scheduling.idle_queue import idle_core_jobs, read_queue
 # re-exported: the loader's callers know them from here

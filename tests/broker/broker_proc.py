@@ -31,8 +31,8 @@ from pathlib import Path
 
 from grid_tasks.broker.enactor import Enactor, EnactmentRefused, placement_claims
 from grid_tasks.broker.planner import Placement, Schedule
-from grid_tasks.legion.tokens import Claim, TokenRefused, TokenStore
 from grid_tasks.errors import ConnectivityError
+from grid_tasks.legion.tokens import Claim, TokenRefused, TokenStore
 
 RESOURCES = {"rmA": {"node1": 4, "node2": 4}, "rmB": {"node3": 2, "node4": 2},
              "rmC": {"node5": 3, "node6": 3}}

@@ -8,8 +8,8 @@ from collections.abc import Iterator
 import pytest
 import redis
 
-from grid_tasks.legion.tokens import TokenStore
 from grid_tasks.embedded.redis_server import RedisServer
+from grid_tasks.legion.tokens import TokenStore
 
 TOKENS_DB = 5  # a database of the private server that no other fixture flushes mid-test
 

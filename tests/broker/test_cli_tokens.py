@@ -7,8 +7,8 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from grid_tasks.legion.tokens import Claim, TokenStore
 from grid_tasks.cli import main
+from grid_tasks.legion.tokens import Claim, TokenStore
 from tests.broker.conftest import TOKENS_DB
 
 T0 = 1_700_000_000.0

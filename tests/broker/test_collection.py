@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from grid_tasks.legion.collection import Access, Collection, Requester, ResourceKind
 from grid_tasks.errors import ConfigError
+from grid_tasks.legion.collection import Access, Collection, Requester, ResourceKind
 from grid_tasks.mil import MILError
 from grid_tasks.node.registry import NodeRegistry
 from grid_tasks.settings import Settings

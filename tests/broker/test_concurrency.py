@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from grid_tasks.legion.tokens import TokenStore, scan
 from grid_tasks.embedded.redis_server import RedisServer
+from grid_tasks.legion.tokens import TokenStore, scan
 from tests.broker.broker_proc import CAPACITIES, durable_db, probe_capacities, restore_from
 
 SCRIPT = Path(__file__).with_name("broker_proc.py")

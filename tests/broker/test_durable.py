@@ -8,11 +8,11 @@ from datetime import datetime, timezone
 import pytest
 from sqlalchemy import select
 
-from grid_tasks.legion.collection import ENACTED, Collection, durable_claims
-from grid_tasks.legion.tokens import Claim, RefusalReason, TokenRefused, TokenStore, scan
 from grid_tasks.db import Reservation, get_engine, session_factory, session_scope, sync_topology
 from grid_tasks.db.models import ReservationKind
 from grid_tasks.db.testing import temporary_database
+from grid_tasks.legion.collection import ENACTED, Collection, durable_claims
+from grid_tasks.legion.tokens import Claim, RefusalReason, TokenRefused, TokenStore, scan
 from grid_tasks.topology import load_topology
 from tests.conftest import DEMO_TOPOLOGY
 

@@ -12,14 +12,14 @@ from typing import Any
 import pytest
 from sqlalchemy import select
 
-from grid_tasks.legion.collection import Requester
 from grid_tasks.broker.coreservation import CoReservationRefused
 from grid_tasks.broker.enactment import RemoteEnactment
 from grid_tasks.broker.live import Broker, new_job_key
 from grid_tasks.broker.placement import PlacementError
-from grid_tasks.legion.tokens import scan
 from grid_tasks.db import Reservation, ReservationKind, session_scope
 from grid_tasks.db.models import Job as JobRow
+from grid_tasks.legion.collection import Requester
+from grid_tasks.legion.tokens import scan
 from grid_tasks.states import JobState
 from tests.duroc.live import duroc_grid_of, markers, program
 

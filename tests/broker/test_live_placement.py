@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from grid_tasks.legion.collection import Collection, Requester
 from grid_tasks.broker.coreservation import CoReservation, CoReservationRefused, ReservedPart
 from grid_tasks.broker.estimates import Estimates
 from grid_tasks.broker.grid_jobs import placed_rsl
 from grid_tasks.broker.live import Broker
 from grid_tasks.broker.placement import PlacementError, components
 from grid_tasks.errors import GridTasksError
+from grid_tasks.legion.collection import Collection, Requester
 from grid_tasks.rsl import lower
 from grid_tasks.topology import parse_topology
 

@@ -10,16 +10,16 @@ import pytest
 from sqlalchemy import select
 
 from grid_tasks import db
-from grid_tasks.scheduling import rm_service
-from grid_tasks.scheduling.rm_service import ReservationRefused
 from grid_tasks.db.testing import clear_tables, postgres_test_url, temporary_database
 from grid_tasks.errors import NotFoundError
 from grid_tasks.gram.binding import ReservationBindingError
 from grid_tasks.gram.records import Outbox
 from grid_tasks.gram.submission import build_job
 from grid_tasks.maui import Job
-from grid_tasks.scheduling.plan import load_plan
 from grid_tasks.rsl import lower
+from grid_tasks.scheduling import rm_service
+from grid_tasks.scheduling.plan import load_plan
+from grid_tasks.scheduling.rm_service import ReservationRefused
 from grid_tasks.states import JobState
 from grid_tasks.topology import load_topology
 

@@ -10,10 +10,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from grid_tasks.errors import GridTasksError
 from grid_tasks.legion.tokens import (
     Claim, RefusalReason, Token, TokenInvalid, TokenRefused, TokenStore, _at, _IDS, _tokens,
     scan)
-from grid_tasks.errors import GridTasksError
 
 T0 = 1_000_000.0
 

@@ -14,7 +14,6 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from grid_tasks.legion.collection import Requester
 from grid_tasks.broker.gridres import (
     GridReservationError, parse_grid_spec, release_grid_reservations, set_grid_reservation,
     show_grid_reservations,
@@ -22,11 +21,12 @@ from grid_tasks.broker.gridres import (
 from grid_tasks.broker.gridview import grid_start_view
 from grid_tasks.broker.live import Broker
 from grid_tasks.broker.placement import PlacementError
-from grid_tasks.legion.tokens import TokenStore, scan
 from grid_tasks.db import session_scope
-from grid_tasks.errors import NotFoundError
-from grid_tasks.ops.reservations import show_reservations
 from grid_tasks.embedded.stack import grid_tasks_command
+from grid_tasks.errors import NotFoundError
+from grid_tasks.legion.collection import Requester
+from grid_tasks.legion.tokens import TokenStore, scan
+from grid_tasks.ops.reservations import show_reservations
 from tests.gram.conftest import _live_grid
 
 pytestmark = pytest.mark.timeout(120)

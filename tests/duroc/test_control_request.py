@@ -7,10 +7,10 @@ from __future__ import annotations
 import pytest
 import redis
 
-from grid_tasks.duroc.control import Coallocator
 from grid_tasks import db
 from grid_tasks.client import Grid
 from grid_tasks.db.models import CoallocatedJob
+from grid_tasks.duroc.control import Coallocator
 from grid_tasks.embedded.stack import prepare_database
 from grid_tasks.errors import NotFoundError
 from grid_tasks.gram.errors import JobRefusedError

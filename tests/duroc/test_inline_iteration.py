@@ -10,9 +10,9 @@ from typing import Any
 
 import redis
 
-from grid_tasks.duroc.control import Coallocator
 from grid_tasks import db
 from grid_tasks.client import Grid
+from grid_tasks.duroc.control import Coallocator
 from grid_tasks.embedded.stack import prepare_database
 from grid_tasks.events import PREFIX, JobEvent, channel
 from grid_tasks.node.registry import NodeRegistry

@@ -31,11 +31,11 @@ from grid_tasks.gram.door import ask
 from grid_tasks.gram.jobmanager import JobManager
 from grid_tasks.gram.launch import requests_for
 from grid_tasks.gram.report import node_context
+from grid_tasks.reservation_tasks import RELEASE_RESERVATIONS, SET_RESERVATION
 from grid_tasks.security.config import SigningSettings
 from grid_tasks.security.errors import Unauthorized
 from grid_tasks.security.role_keys import ensure_grid_keys, init_role_key, subject_of
 from grid_tasks.security.roles import Role
-from grid_tasks.reservation_tasks import RELEASE_RESERVATIONS, SET_RESERVATION
 from grid_tasks.states import JobState
 from grid_tasks.topology import load_topology
 

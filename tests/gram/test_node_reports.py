@@ -16,9 +16,9 @@ import pytest
 import redis
 
 from grid_tasks import db
+from grid_tasks.effects import RECORD_REPORTS
 from grid_tasks.embedded.stack import grid_tasks_command, prepare_database
 from grid_tasks.embedded.supervisor import Supervisor, leftover
-from grid_tasks.effects import RECORD_REPORTS
 from grid_tasks.gram.report_sender import FINISHED, STARTED
 from grid_tasks.security.refusals import counts
 from grid_tasks.security.role_keys import ensure_grid_keys, init_role_key

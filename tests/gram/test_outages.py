@@ -19,11 +19,11 @@ from grid_tasks.db import (
     session_factory,
     session_scope,
 )
+from grid_tasks.db.retry import retrying as _retrying, transient_db_error
 from grid_tasks.db.testing import temporary_database
 from grid_tasks.errors import ConnectivityError
 from grid_tasks.gram import keys
 from grid_tasks.gram.records import Outbox
-from grid_tasks.db.retry import retrying as _retrying, transient_db_error
 from grid_tasks.scheduling.recovery import NodeFailurePolicy, recover
 from grid_tasks.states import JobState, MauiJobState
 

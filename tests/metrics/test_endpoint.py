@@ -18,8 +18,8 @@ import redis
 from prometheus_client.parser import text_string_to_metric_families
 
 from grid_tasks import db
-from grid_tasks.legion.tokens import Claim, TokenStore
 from grid_tasks.errors import ConnectivityError
+from grid_tasks.legion.tokens import Claim, TokenStore
 from grid_tasks.metrics import MetricsServer, record_iteration
 from grid_tasks.metrics.exposition import CONTENT_TYPE
 from grid_tasks.node.registry import NodeRegistry

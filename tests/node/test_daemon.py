@@ -11,8 +11,8 @@ from grid_tasks.celery_app import node_queue
 from grid_tasks.gram.node_record import record_in_db, record_when_ready
 from grid_tasks.node.daemon import NodeDaemonStep, node_identity
 from grid_tasks.node.registry import NodeRegistry
-from grid_tasks.services import Services
 from grid_tasks.node.tasks import NODE_CHECK, check_options
+from grid_tasks.services import Services
 from grid_tasks.states import NodeState
 
 

@@ -7,9 +7,9 @@ from datetime import timedelta
 
 import pytest
 
-from grid_tasks.legion.tokens import Claim, TokenStore
 from grid_tasks.db import Reservation, ReservationKind, repository
 from grid_tasks.errors import NotFoundError
+from grid_tasks.legion.tokens import Claim, TokenStore
 from grid_tasks.node.registry import NodeRegistry
 from grid_tasks.ops import diagnose_priority
 from grid_tasks.ops.common import epoch

@@ -13,16 +13,16 @@ import redis
 from sqlalchemy import select
 
 from grid_tasks import db
-from grid_tasks.scheduling import rm_service
-from grid_tasks.legion.tokens import Claim, TokenStore, scan
 from grid_tasks.db.errors import ConcurrentUpdateError
 from grid_tasks.db.testing import postgres_test_url, temporary_database
 from grid_tasks.embedded.stack import prepare_database
 from grid_tasks.gram.records import Outbox
 from grid_tasks.gram.submission import build_job
+from grid_tasks.legion.tokens import Claim, TokenStore, scan
 from grid_tasks.maui import Start
 from grid_tasks.node.registry import NodeRegistry
 from grid_tasks.rsl import lower
+from grid_tasks.scheduling import rm_service
 from grid_tasks.scheduling import grid_reservations
 from grid_tasks.scheduling.grid_reservations import PRUNE_AFTER_S, SENTINEL
 from grid_tasks.scheduling.iteration import run_iteration

@@ -11,12 +11,12 @@ import pytest
 import redis
 
 from grid_tasks import db
+from grid_tasks.effects import dirty_key, queued_key
 from grid_tasks.embedded.stack import prepare_database
 from grid_tasks.gram.records import Outbox
 from grid_tasks.gram.submission import build_job
 from grid_tasks.node.registry import NodeRegistry
 from grid_tasks.rsl import lower
-from grid_tasks.effects import dirty_key, queued_key
 from grid_tasks.scheduling.nodes import NodeChange, watch_nodes
 from grid_tasks.states import JobState, MauiJobState
 from grid_tasks.topology import load_topology

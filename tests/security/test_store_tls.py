@@ -13,11 +13,11 @@ from collections.abc import Iterator
 import pytest
 import redis
 
-from grid_tasks.legion.tokens import Claim, RefusalReason, TokenRefused, TokenStore
 from grid_tasks.duroc.store import CoordinationStore
 from grid_tasks.duroc.store_errors import StoreUnavailableError
 from grid_tasks.duroc.store_models import SubjobSpec
 from grid_tasks.errors import ConfigError, ConnectivityError
+from grid_tasks.legion.tokens import Claim, RefusalReason, TokenRefused, TokenStore
 from grid_tasks.node.registry import NodeRegistry, connect_redis
 from grid_tasks.security.config import RedisTLS
 from grid_tasks.states import NodeState
