@@ -1,8 +1,9 @@
 """The RM's refusal of a grid reservation, in a module light enough to import anywhere.
 
 Celery rebuilds a task's exception in the caller only from a module the caller has
-already imported; every worker imports :mod:`.rm_tasks`, which imports this, without
-paying for SQLAlchemy and the rest of :mod:`.rm_service` at start-up.
+already imported: every broker imports this through :mod:`grid_tasks.broker.remote`
+(an application's too), without SQLAlchemy or the RM side
+(:mod:`grid_tasks.scheduling.rm_service`).
 """
 
 from __future__ import annotations

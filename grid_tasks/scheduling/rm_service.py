@@ -20,7 +20,7 @@ Every RM answers two calls backed by its Maui core, plus their undo:
 Reservation checks of one RM are serialised by a lock on its ``resource_managers`` row
 (``SELECT ... FOR NO KEY UPDATE`` on PostgreSQL, a first write on SQLite), so two
 concurrent reserves can never both take the last free slot.  Functions take a session,
-the RM and ``now`` (POSIX seconds); the Celery tasks in :mod:`.rm_tasks` stay thin.
+the RM and ``now`` (POSIX seconds); the Celery tasks in :mod:`grid_tasks.broker.rm_tasks` stay thin.
 """
 
 from __future__ import annotations
