@@ -1,6 +1,7 @@
 """Running a resource manager's iterations: one at a time per RM, triggers folded.
 
-* the caller takes a non-blocking Redis lock (one iteration per RM at a time) and
+* the caller takes a non-blocking Redis lock (one iteration per RM at a time; short
+  TTL, renewed while the holder lives: :mod:`grid_tasks.scheduling.lock`) and
   runs while ``GETDEL dirty`` returns a value, so triggers arriving during a run
   fold into ONE more run; after releasing it re-triggers if a flag slipped in
   (:func:`grid_tasks.effects.trigger_iteration` sets the flag);
@@ -25,39 +26,19 @@ from grid_tasks.gram.report import lease_timing
 from grid_tasks.metrics.iteration import record_iteration
 from grid_tasks.node.registry import NodeRegistry
 from grid_tasks.scheduling.iteration import run_iteration
-from grid_tasks.services import Services
+from grid_tasks.scheduling.lock import (ACQUIRE, LOCK_TTL_MS, RELEASE, TAKEN, LockKeeper,
+                                         watch_key)
+from grid_tasks.services import Services, per_process
 
 log = logging.getLogger(__name__)
 
-#: The lock outlives a hung iteration by at most this long (seconds).
-LOCK_TTL_MS = 60_000
 #: Immediate re-runs after an iteration lost a race on a job row (optimistic locking).
 CONFLICT_RERUNS = 3
 #: One task runs at most this many iterations, or this long, before handing a pending
 #: trigger to a fresh task: a steady stream of triggers must neither hold one worker
-#: thread forever (a worker could not shut down) nor outlive the lock's TTL.
+#: thread forever (a worker could not shut down) nor hang on to the lock.
 MAX_RUNS_PER_TASK = 20
 MAX_TASK_S = 10.0
-
-# KEYS: queued, lock, dirty.  ARGV: token, lock TTL (ms).  Takes the lock (1), clearing
-# the pending trigger it runs for; else (0) marks one pending, so the holder runs again.
-# One round trip, and EVAL: a registered script would ask SCRIPT EXISTS first.
-_ACQUIRE = """
-redis.call('DEL', KEYS[1])
-if redis.call('SET', KEYS[2], ARGV[1], 'NX', 'PX', tonumber(ARGV[2])) then
-  redis.call('DEL', KEYS[3])
-  return 1
-end
-redis.call('SET', KEYS[3], 1)
-return 0
-"""
-
-# KEYS: lock, dirty.  Releases our lock; returns 1 if a trigger is pending.
-_RELEASE = """
-if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end
-return redis.call('EXISTS', KEYS[2])
-"""
-
 
 def iterate_here(services: Services, rm: str, events: Sequence[Any] = (), *,
                  quick: bool = False) -> int:
@@ -74,9 +55,16 @@ def iterate_here(services: Services, rm: str, events: Sequence[Any] = (), *,
     pipe = client.pipeline(transaction=False)
     for event in events:
         publish(pipe, event)
-    pipe.eval(_ACQUIRE, 3, queued_key(rm), lock_key(rm), dirty_key(rm), token, LOCK_TTL_MS)
-    if not pipe.execute()[-1]:
+    lock = lock_key(rm)
+    pipe.eval(ACQUIRE, 4, queued_key(rm), lock, dirty_key(rm), watch_key(lock), token,
+              LOCK_TTL_MS)
+    taken = pipe.execute()[-1]
+    if taken != TAKEN:
+        if taken < 0:  # look again when the lock lapses, in case its holder is dead
+            send_iteration(services.app, rm, why="lock watch", countdown=-taken / 1000 + 0.05)
         return 0  # the holder runs once more for us
+    keeper = lock_keeper(services)
+    keeper.hold(lock, token)
     runs, busy, dirty, conflicts = 0, False, True, 0
     began = time.monotonic()
     try:
@@ -91,14 +79,20 @@ def iterate_here(services: Services, rm: str, events: Sequence[Any] = (), *,
             dirty = bool(client.getdel(dirty_key(rm))) or (
                 conflicted and conflicts <= CONFLICT_RERUNS)
     finally:
+        keeper.drop(lock)
         # release and look for a trigger that slipped in after the last GETDEL, atomically
-        dirty = bool(client.register_script(_RELEASE)(keys=[lock_key(rm), dirty_key(rm)],
-                                                      args=[token]))
+        dirty = bool(client.eval(RELEASE, 2, lock, dirty_key(rm), token))
     if dirty:
         trigger_iteration(services.app, rm, client=client)
     elif busy:
         _watch(services, rm)
     return runs
+
+
+def lock_keeper(services: Services) -> LockKeeper:
+    """This process's keeper of iteration locks (one renewal thread)."""
+    return per_process(services.app, "iteration lock keeper",
+                       lambda: LockKeeper(services.redis))
 
 
 def _one(services: Services, rm: str, *, quick: bool = False) -> tuple[bool, bool]:
