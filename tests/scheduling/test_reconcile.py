@@ -23,7 +23,7 @@ from grid_tasks.gram import keys
 from grid_tasks.gram.launch import requests_for
 from grid_tasks.gram.records import Outbox
 from grid_tasks.gram.report import PARTS_TTL_S, NodeContext, report_finished
-from grid_tasks.gram.report_sender import FINISHED, LaunchRef, Report
+from grid_tasks.gram.report_sender import FINISHED, Report
 from grid_tasks.gram.report_writer import write_reports
 from grid_tasks.gram.status import CancelAccepted
 from grid_tasks.gram.submission import accept_cancel
