@@ -6,12 +6,15 @@ is simply run again.  Its task retries in place for a few seconds only, with a b
 capped at :data:`MAX_OUTAGE_DELAY_S` (so a write lands within that long of the
 database's return), and then puts its message back on the queue to be tried again:
 a worker thread is never held by one outage for long, and the gatekeeper's door
-(submissions, cancels) is served between the tries.
+(submissions, cancels) is served between the tries.  Only one thread per process
+waits in place at a time (:func:`retrying_one_at_a_time`): with every thread of a
+gatekeeper waiting on reports, its door went unanswered for the whole outage.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from typing import Any
 
@@ -59,3 +62,30 @@ def retrying(action: Any, attempts: int = 5,
                         type(exc).__name__, delays[outages])
             time.sleep(delays[outages])
             outages += 1
+
+
+#: How long a write that finds another thread already waiting out the outage pauses
+#: before giving its work back (seconds): a message requeued at once would loop hot.
+OUTAGE_PAUSE_S = 0.2
+_waiter = threading.Lock()
+
+
+def retrying_one_at_a_time(action: Any) -> Any:
+    """:func:`retrying`, but while the database is away only one thread of this process
+    waits in place (with the backoff); another raises the transient error at once,
+    after :data:`OUTAGE_PAUSE_S`, for its caller to give its work back (a report
+    message is requeued).  The thread waiting finds the database's return within
+    :data:`MAX_OUTAGE_DELAY_S`; the others are free to serve what needs no database
+    or fails fast (a cancel taken in Redis, a typed refusal)."""
+    try:
+        return retrying(action, delays=())  # conflicts still retried at once
+    except Exception as exc:
+        if not transient_db_error(exc):
+            raise
+        if not _waiter.acquire(blocking=False):
+            time.sleep(OUTAGE_PAUSE_S)
+            raise
+    try:
+        return retrying(action)
+    finally:
+        _waiter.release()

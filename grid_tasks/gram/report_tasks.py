@@ -20,7 +20,7 @@ from celery import shared_task
 from celery.exceptions import Reject
 
 from grid_tasks.celery_app import LAUNCH_CRITICAL
-from grid_tasks.db.retry import retrying, transient_db_error
+from grid_tasks.db.retry import retrying_one_at_a_time, transient_db_error
 from grid_tasks.effects import RECORD_NODE, RECORD_REPORTS, trigger_iteration
 from grid_tasks.errors import GridTasksError
 from grid_tasks.gram.node_record import record_when_ready
@@ -40,7 +40,8 @@ def record_reports(self: Any, *, rm: str, node: str,
                    reports: list[dict[str, Any]]) -> dict[str, int]:
     """Check and record one node's batch of job reports in one transaction, then send
     their events and iteration triggers.  A database away longer than the retries in
-    place (:data:`~grid_tasks.db.retry.DB_RETRY_DELAYS`, a few seconds) puts the
+    place (:func:`~grid_tasks.db.retry.retrying_one_at_a_time`: a few seconds, one
+    thread at a time) puts the
     message back on the queue, again and again, for as long as the outage lasts (it
     is the gatekeeper's to ride out, not the node's); acknowledged late, so a
     gatekeeper that dies meanwhile loses nothing either.  Once a batch is decided
@@ -57,7 +58,7 @@ def record_reports(self: Any, *, rm: str, node: str,
     batch = _decoded(reports, refused)
     services = services_for(self.app)
     try:
-        done = record(services.sessions, batch, retrying,
+        done = record(services.sessions, batch, retrying_one_at_a_time,
                       functools.partial(vet_report, rm, node))
     except Exception as exc:
         if not transient_db_error(exc):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import time
 from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
 from typing import Any
@@ -11,20 +13,27 @@ import redis
 from sqlalchemy.exc import OperationalError
 
 from grid_tasks.db import (
+    AccountingRecord,
     ConcurrentUpdateError,
     Job,
     ResourceManager,
     get_engine,
+    mask_url,
     record_transition,
     session_factory,
     session_scope,
 )
 from grid_tasks.db.retry import retrying as _retrying, transient_db_error
 from grid_tasks.db.testing import temporary_database
-from grid_tasks.errors import ConnectivityError
+from grid_tasks.embedded.stack import grid_tasks_command
+from grid_tasks.errors import ConnectivityError, StorageUnavailable
+from grid_tasks.faults import FaultGrid, until
+from grid_tasks.faults.postgres import PostgresUnavailable, PrivatePostgres
 from grid_tasks.gram import keys
 from grid_tasks.gram.records import Outbox
+from grid_tasks.gram.status import CancelAccepted
 from grid_tasks.scheduling.recovery import NodeFailurePolicy, recover
+from grid_tasks.security.roles import Role
 from grid_tasks.states import JobState, MauiJobState
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
@@ -164,3 +173,90 @@ def test_redis_calls_are_retried_through_a_restart_and_give_up_after_the_backoff
     with pytest.raises(RedisConnectionError):
         redis_retrying(endless, NO_WAIT)
     assert endless.calls == 4
+
+
+# -- a real outage, longer than the old bounded retries (issue 21, finding 3) ------------
+
+#: How long the database is down: longer than the ~20 s the gatekeeper used to retry
+#: a report before the message was given up on.
+OUTAGE_S = 25.0
+#: The bound on convergence after the database's return (seconds).
+CONVERGED_S = 10.0
+
+
+def _sql_state(fg: Any, job_id: int) -> Any:
+    from grid_tasks.gram.submission import gram_status
+
+    try:
+        return gram_status(fg.grid.sessions, job_id)
+    except StorageUnavailable:
+        return None
+
+
+def _warm(fg: Any) -> None:
+    """The client's broker connection and RSL parser made before the outage."""
+    fg.grid.app.connection_for_write().ensure_connection(max_retries=3)
+    fg.grid.redis.ping()
+
+
+@pytest.mark.slow  # 60-90 s: its own grid on a private PostgreSQL server, down for 25 s
+def test_state_converges_within_seconds_of_a_postgres_outage_longer_than_the_retries(
+        tmp_path) -> None:
+    try:
+        server = PrivatePostgres().start()
+    except PostgresUnavailable as exc:
+        pytest.skip(str(exc))
+    try:
+        with FaultGrid(tmp_path / "grid", database_url=server.url) as fg:
+            _warm(fg)
+            ending = fg.grid.submit("&(executable=/bin/sleep)(arguments=3)(count=8)", rm="rmA")
+            doomed = fg.grid.submit("&(executable=/bin/sleep)(arguments=120)(count=2)",
+                                    rm="rmB")
+            queued = fg.grid.submit("&(executable=/bin/true)(count=8)", rm="rmA")
+            for job in (ending, doomed):
+                until(lambda j=job: (_sql_state(fg, j.id) or _NONE).state is JobState.ACTIVE,
+                      30, f"job {job.id} ACTIVE")
+            server.stop()
+            down = time.monotonic()
+            _during_the_outage(fg, doomed, server.url)
+            time.sleep(max(0.0, OUTAGE_S - (time.monotonic() - down)))
+            assert _sql_state(fg, ending.id) is None  # still down: nothing could be written
+            server.start()
+            back = time.monotonic()
+            until(lambda: all((_sql_state(fg, j.id) or _NONE).state.terminal
+                              for j in (ending, doomed, queued)), 30, "every job ended")
+            converged = time.monotonic() - back
+            print(f"outage {back - down:.1f} s; converged {converged:.1f} s after the return")
+            assert _sql_state(fg, ending.id).state is JobState.DONE
+            cancelled = _sql_state(fg, doomed.id)
+            assert cancelled.state is JobState.FAILED and cancelled.gram_error == "USER_CANCELLED"
+            assert _sql_state(fg, queued.id).state is JobState.DONE  # the queue moved on
+            assert converged < CONVERGED_S + 3, f"converged {converged:.1f} s after the return"
+            with session_scope(fg.grid.sessions) as s:
+                counted = s.query(AccountingRecord.job_id).filter(
+                    AccountingRecord.job_id.in_([ending.id, doomed.id, queued.id])).all()
+            assert sorted(j for (j,) in counted) == sorted([ending.id, doomed.id, queued.id])
+    finally:
+        server.close()
+
+
+def _during_the_outage(fg: Any, doomed: Any, url: str) -> None:
+    """A submission is refused with the typed error, nothing half stored; a cancel is
+    accepted; the CLI says so in one line."""
+    with pytest.raises(StorageUnavailable) as refused:
+        fg.grid.submit("&(executable=/bin/true)", rm="rmA", idempotency_key="in-outage")
+    assert refused.value.database == mask_url(url) and refused.value.cause
+    answer = doomed.cancel()
+    assert isinstance(answer, CancelAccepted) and answer.id == doomed.id
+    cli = subprocess.run(grid_tasks_command("submit", "-r", "rmA", "-b", "&(executable=/bin/true)"),
+                         env=fg.env(Role.USER), capture_output=True, text=True, timeout=60)
+    assert cli.returncode == 1 and "Traceback" not in cli.stderr, cli.stderr
+    lines = cli.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and mask_url(url) in lines[0]
+
+
+class _Unknown:
+    state = JobState.UNSUBMITTED
+
+
+_NONE = _Unknown()
