@@ -117,7 +117,10 @@ def report_started(ctx: NodeContext, req: Any, started: float | None = None) -> 
     def lease_and_claim() -> Any:
         pipe = ctx.redis.pipeline(transaction=False)
         pipe.set(keys.lease_key(req.job_id, req.node), req.token, px=int(ctx.lease_ttl * 1000))
-        pipe.set(keys.started_key(req.job_id, req.token), req.node, nx=True, ex=PARTS_TTL_S)
+        # kept as long as the parts: the RM's iteration confirms the launch from it
+        # should the ACTIVE report not reach SQL (scheduling.reconcile)
+        pipe.set(keys.started_key(req.job_id, req.token), req.node, nx=True,
+                 ex=UNRECORDED_PARTS_TTL_S)
         return pipe.execute()[1]
 
     first = redis_retrying(lease_and_claim)
@@ -150,10 +153,12 @@ def report_finished(ctx: NodeContext, req: Any, part_json: str) -> None:
 
 def settle_parts(redis: Any, launches: list[Any]) -> None:
     """The ends of ``launches`` (each with ``job_id`` and ``token``) are decided in SQL:
-    their parts expire after :data:`PARTS_TTL_S` now, not the long unrecorded TTL."""
+    their parts and start mark expire after :data:`PARTS_TTL_S` now, not the long
+    unrecorded TTL."""
     if not launches:
         return
     pipe = redis.pipeline(transaction=False)
     for req in launches:
         pipe.expire(keys.parts_key(req.job_id, req.token), PARTS_TTL_S)
+        pipe.expire(keys.started_key(req.job_id, req.token), PARTS_TTL_S)
     pipe.execute()

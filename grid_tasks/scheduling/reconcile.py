@@ -20,6 +20,9 @@ iteration looks (:func:`reconcile`, before recovery):
   few milliseconds behind, is not raced on every job's end - except for a launch
   already past its confirmation timeout, which recovery would otherwise roll back
   (and launch again) in this very iteration;
+* a launch unconfirmed in SQL past its confirmation timeout whose first node recorded
+  its start in Redis is confirmed ACTIVE (its report was lost or is late) rather than
+  rolled back by recovery, which would kill the running job and launch it again;
 * cancels the gatekeeper took while the database was away
   (:func:`~grid_tasks.gram.submission.accept_cancel`) are applied: the owner checked
   where that was due, the cancel flag set, an idle job FAILED as cancelled.  An
@@ -44,7 +47,7 @@ from grid_tasks.gram.keys import CANCEL_TTL_S
 from grid_tasks.gram.records import Outbox, finish
 from grid_tasks.gram.report import settle_parts
 from grid_tasks.gram.report_checks import report_refusal
-from grid_tasks.gram.report_sender import FINISHED, LaunchRef, Report
+from grid_tasks.gram.report_sender import FINISHED, STARTED, LaunchRef, Report
 from grid_tasks.gram.report_writer import apply_reports
 from grid_tasks.security.authorization import check_owner
 from grid_tasks.states import JobState, MauiJobState
@@ -72,41 +75,65 @@ def seen_key(job_id: int, token: str) -> str:
 
 def reconcile(session: Session, rm: str, now: datetime, redis: Any, outbox: Outbox, *,
               overdue: float, settings: Any = None) -> list[int]:
-    """Write the ends ``rm``'s jobs have only in Redis and apply the cancels taken during
-    an outage (see the module doc), in the iteration's transaction; the ids of the
-    jobs ended here.  ``overdue``: the launch confirmation timeout (seconds)."""
+    """Write the ends (and late starts) ``rm``'s jobs have only in Redis and apply the
+    cancels taken during an outage (see the module doc), in the iteration's
+    transaction; the ids of the jobs written.  ``overdue``: the launch confirmation
+    timeout (seconds)."""
     ended = _ends_in_redis(session, rm, now, redis, overdue)
     if ended:
         outbox.merge(apply_reports(session.connection(), ended, _vet(rm), now))
         # their parts expire in an hour now (should this transaction roll back, the
         # next iteration writes them again well within that)
-        settle_parts(redis, [r.req for r in ended])
-        log.warning("%s: ends of jobs %s were only in Redis (report lost or late): "
-                    "recorded", rm, [r.req.job_id for r in ended])
+        settle_parts(redis, [r.req for r in ended if r.kind == FINISHED])
+        log.warning("%s: starts or ends of jobs %s were only in Redis (report lost or "
+                    "late): recorded", rm, [r.req.job_id for r in ended])
     _pending_cancels(session, rm, now, redis, outbox, settings)
     return [r.req.job_id for r in ended]
 
 
 def _ends_in_redis(session: Session, rm: str, now: datetime, redis: Any,
                    overdue: float) -> list[Report]:
-    """FINISHED reports of the open jobs of ``rm`` whose parts are all in Redis and due."""
+    """FINISHED reports of the open jobs of ``rm`` whose parts are all in Redis and due,
+    and STARTED reports of unconfirmed launches past ``overdue`` that Redis knows started
+    (see :func:`_confirmations`)."""
     rows = list(session.connection().execute(_OPEN, {"rm": rm}))
     if not rows:
         return []
     pipe = redis.pipeline(transaction=False)
     for row in rows:
         pipe.hgetall(keys.parts_key(row.id, row.launch_token))
-    complete = []
+    complete, open_rows = [], []
     for row, raw in zip(rows, pipe.execute()):
         nodes = set(row.nodes_allocated or {})
         results = _parts(row.id, raw)
         if nodes and results is not None and nodes <= set(results):
             complete.append((row, results))
-    if not complete:
+        else:
+            open_rows.append(row)
+    out = _confirmations(redis, rm, open_rows, now, overdue)
+    if complete:
+        due = _due(redis, complete, now, overdue)
+        out += [Report(FINISHED, LaunchRef(row.id, rm, min(results), row.launch_token),
+                       results) for row, results in complete if row.id in due]
+    return out
+
+
+def _confirmations(redis: Any, rm: str, rows: list[Any], now: datetime,
+                   overdue: float) -> list[Report]:
+    """STARTED reports for launches still unconfirmed in SQL past ``overdue`` whose first
+    node recorded its start in Redis (``keys.started_key``): their ACTIVE report was
+    lost or is late, and recovery would otherwise roll them back - killing a running
+    job and launching it again - in this very iteration."""
+    stamp = now.timestamp()
+    late = [row for row in rows if JobState(row.state) is JobState.PENDING
+            and row.start_time is not None and stamp - row.start_time.timestamp() >= overdue]
+    if not late:
         return []
-    due = _due(redis, complete, now, overdue)
-    return [Report(FINISHED, LaunchRef(row.id, rm, min(results), row.launch_token), results)
-            for row, results in complete if row.id in due]
+    pipe = redis.pipeline(transaction=False)
+    for row in late:
+        pipe.get(keys.started_key(row.id, row.launch_token))
+    return [Report(STARTED, LaunchRef(row.id, rm, _text(node), row.launch_token))
+            for row, node in zip(late, pipe.execute()) if node]
 
 
 def _parts(job_id: int, raw: dict[Any, Any]) -> dict[str, dict[str, Any]] | None:

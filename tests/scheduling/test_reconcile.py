@@ -226,3 +226,28 @@ def test_a_cancel_taken_during_an_outage_is_applied_once_sql_is_back(rm) -> None
     assert _row(sessions, running).state.terminal
     _iterate(rm, t0 + 3 + GRACE_S)
     assert client.hgetall(keys.pending_cancels_key("rmA")) == {}
+
+
+def test_a_running_launch_whose_active_report_was_lost_is_confirmed_not_rolled_back(
+        rm, monkeypatch) -> None:
+    monkeypatch.setenv("GRID_TASKS_LAUNCH_TIMEOUT", "5")
+    app, client, registry, sessions, settings = rm
+    t0 = time.time()
+    job, reqs = _running(rm, t0, confirmed=False)
+    within = _iterate(rm, t0 + 1)  # not overdue yet: left to its report
+    assert within.reconciled == [] and _row(sessions, job).state is JobState.PENDING
+    client.set(keys.started_key(job, reqs[0].token), "node1")  # as report_started leaves it
+    report = _iterate(rm, t0 + 6)
+    assert report.reconciled == [job] and job not in report.recovered
+    row = _row(sessions, job)
+    assert row.state is JobState.ACTIVE and row.launch_token == reqs[0].token
+    assert client.get(keys.token_key(job)) is not None  # its parts keep running
+
+
+def test_an_unconfirmed_launch_nobody_started_is_still_rolled_back(rm, monkeypatch) -> None:
+    monkeypatch.setenv("GRID_TASKS_LAUNCH_TIMEOUT", "5")
+    app, client, registry, sessions, settings = rm
+    t0 = time.time()
+    job, reqs = _running(rm, t0, confirmed=False)
+    report = _iterate(rm, t0 + 6)
+    assert report.reconciled == [] and job in report.recovered
