@@ -23,15 +23,15 @@ from grid_tasks.errors import ConfigError, GridTasksError, NotFoundError
 from grid_tasks.events import iter_output, next_event, subscribe
 from grid_tasks.gram.door import CANCEL, DEFAULT_TIMEOUT_S, STATUS, SUBMIT, ask
 from grid_tasks.gram.errors import JobFinishedError, JobRefusedError, WaitTimeoutError
-from grid_tasks.gram.status import HistoryEntry, JobStatus, parse_contact
+from grid_tasks.gram.status import CancelAccepted, HistoryEntry, JobStatus, parse_contact
 from grid_tasks.rsl import lower
 from grid_tasks.services import Services
 from grid_tasks.settings import Settings
 from grid_tasks.states import JobState
 from grid_tasks.topology import load_topology
 
-__all__ = ["Grid", "HistoryEntry", "JobHandle", "JobStatus", "JobFinishedError",
-           "JobRefusedError", "NotFoundError", "WaitTimeoutError"]
+__all__ = ["CancelAccepted", "Grid", "HistoryEntry", "JobHandle", "JobStatus",
+           "JobFinishedError", "JobRefusedError", "NotFoundError", "WaitTimeoutError"]
 
 
 class Grid:
@@ -159,13 +159,15 @@ class Grid:
                    shadow=f"status of job {job_id}" + (f" on {rm}" if rm else ""))
 
     def cancel(self, job_id: int | str, *, rm: str | None = None,
-               timeout: float = DEFAULT_TIMEOUT_S) -> JobStatus:
+               timeout: float = DEFAULT_TIMEOUT_S) -> JobStatus | CancelAccepted:
         """Ask the job's gatekeeper to cancel it: an idle one fails at once, a running
         one is killed by its job managers (FAILED, USER_CANCELLED).  ``job_id``: an id
         or a GRAM contact; ``rm``: the job's RM when the caller knows it (else the
         contact names it, or the job is looked up first).  NotFoundError for an
         unknown job, JobFinishedError for one that is DONE or FAILED already,
-        Unauthorized for someone else's job (with a grid map)."""
+        Unauthorized for someone else's job (with a grid map).  While the grid's
+        database is away the gatekeeper still takes the cancel and answers
+        :class:`~grid_tasks.gram.status.CancelAccepted` (state unknown until then)."""
         if isinstance(job_id, str) and not job_id.isdigit():
             job, rm = parse_contact(job_id)
         elif rm is None and int(job_id) in self._rm_of:
@@ -177,6 +179,8 @@ class Grid:
             job = int(job_id)
         reply = ask(self.app, CANCEL, str(rm), {"job": job},
                     shadow=f"cancel job {job} on {rm}", timeout=timeout)
+        if reply.get("accepted"):
+            return CancelAccepted.from_dict(reply)
         return JobStatus.from_dict(reply)
 
     # -- coallocated (DUROC) jobs: grid_tasks.duroc.control ------------------------------
@@ -283,7 +287,7 @@ class JobHandle:
             pubsub.close()
         return status
 
-    def cancel(self) -> JobStatus:
+    def cancel(self) -> JobStatus | CancelAccepted:
         return self.grid.cancel(self.id, rm=self.rm)
 
     def output(self, stream: str = "stdout") -> str:

@@ -117,5 +117,20 @@ class ConnectivityError(GridTasksError):
     """A required service (broker, result backend, Redis, database) is unreachable."""
 
 
+class StorageUnavailable(ConnectivityError):
+    """The grid's database cannot serve a request now (down, unreachable, disk full).
+
+    ``database`` is its URL without the password, ``cause`` the driver's one-line
+    reason.  Nothing of the request was stored (its transaction rolled back); a retry
+    after the database is back is safe."""
+
+    def __init__(self, database: str, cause: str, *, message: str | None = None) -> None:
+        self.database, self.cause = database, cause
+        super().__init__(message or f"database {database} unavailable: {cause}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**super().to_dict(), "database": self.database, "cause": self.cause}
+
+
 class NotFoundError(GridTasksError):
     """A named thing (resource manager, node, job, reservation) does not exist."""

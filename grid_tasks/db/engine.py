@@ -3,8 +3,10 @@
 Engines are created lazily and cached per ``(pid, url)``: a Celery prefork
 worker must never reuse a connection pool inherited from its parent, so every
 process builds its own on first use.  A database that cannot be reached is
-reported as :class:`~grid_tasks.errors.ConnectivityError` naming the URL with
-its password masked.
+reported as :class:`~grid_tasks.errors.StorageUnavailable` naming the URL with
+its password masked, and so is a database that fails a transaction because it is
+away (a lost connection, a full disk): :func:`session_scope` turns SQLAlchemy's
+``OperationalError`` into it, so every caller, up to the CLI, meets one typed error.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from sqlalchemy.engine import URL, make_url
 from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.orm.exc import StaleDataError
 
-from grid_tasks.errors import ConnectivityError
+from grid_tasks.errors import StorageUnavailable
 from grid_tasks.private_files import missing_dirs_private, private_sqlite
 from grid_tasks.settings import Settings
 
@@ -70,9 +72,10 @@ def _prepare_sqlite_file(url: URL) -> None:
         missing_dirs_private(Path(database).expanduser().parent)
         private_sqlite(database)
     except OSError as err:
-        raise ConnectivityError(
-            f"cannot reach database {mask_url(url)}: cannot create it or its directory ({err})"
-        ) from None
+        why = f"cannot create it or its directory ({err})"
+        raise StorageUnavailable(mask_url(url), why,
+                                 message=f"cannot reach database {mask_url(url)}: {why}"
+                                 ) from None
 
 
 def _on_sqlite_connect(dbapi_conn: Any, _record: Any) -> None:
@@ -244,7 +247,7 @@ def _sqlite_file(url: URL) -> str | None:
 
 
 def _install_connect_guard(engine: Engine, masked: str, password: str | None) -> None:
-    """Turn a failed DBAPI connect into a ConnectivityError naming the masked URL."""
+    """Turn a failed DBAPI connect into a StorageUnavailable naming the masked URL."""
     dbapi_error = engine.dialect.loaded_dbapi.Error
 
     @event.listens_for(engine, "do_connect")
@@ -255,7 +258,9 @@ def _install_connect_guard(engine: Engine, masked: str, password: str | None) ->
             reason = " ".join(str(err).split())
             if password:
                 reason = reason.replace(password, "***")
-            raise ConnectivityError(f"cannot reach database {masked}: {reason}") from None
+            raise StorageUnavailable(masked, reason,
+                                     message=f"cannot reach database {masked}: {reason}"
+                                     ) from None
 
 
 def make_engine(url: str | URL, **kwargs: Any) -> Engine:
@@ -317,7 +322,8 @@ def session_factory(engine: Engine) -> sessionmaker[Session]:
 def session_scope(factory: sessionmaker[Session]) -> Iterator[Session]:
     """One transaction: commit on success, roll back on any error.
 
-    Optimistic-lock conflicts surface as :class:`ConcurrentUpdateError`.
+    Optimistic-lock conflicts surface as :class:`ConcurrentUpdateError`; a database
+    that is away (see :func:`unavailable`) as :class:`StorageUnavailable`.
     """
     session = factory()
     try:
@@ -326,8 +332,39 @@ def session_scope(factory: sessionmaker[Session]) -> Iterator[Session]:
     except StaleDataError as err:
         session.rollback()
         raise ConcurrentUpdateError(f"row changed by another session: {err}") from None
-    except BaseException:
-        session.rollback()
+    except BaseException as err:
+        _rollback_quietly(session)
+        typed = unavailable(err, factory.kw.get("bind"))
+        if typed is not None:
+            raise typed from err
         raise
     finally:
         session.close()
+
+
+def _rollback_quietly(session: Session) -> None:
+    """Roll back; a database that is gone cannot, and its error is the one to raise."""
+    try:
+        session.rollback()
+    except exc.DBAPIError:
+        pass
+
+
+def unavailable(err: BaseException, bind: Any = None) -> StorageUnavailable | None:
+    """``err`` as :class:`StorageUnavailable` when it says the database is away rather
+    than that the request was wrong: an ``OperationalError`` (connection refused or
+    lost, server shutting down, disk full, locked past the busy timeout) or a DBAPI
+    error that invalidated its connection; None for anything else.  ``bind``: the
+    engine, whose URL (password masked) the error names."""
+    if isinstance(err, StorageUnavailable):
+        return err
+    if not isinstance(err, exc.OperationalError) and not (
+            isinstance(err, exc.DBAPIError) and err.connection_invalidated):
+        return None
+    url = getattr(bind, "url", None)
+    database = mask_url(url) if url is not None else "(unknown URL)"
+    cause = " ".join(str(getattr(err, "orig", None) or err).split())
+    password = getattr(url, "password", None)
+    if password:
+        cause = cause.replace(str(password), "***")
+    return StorageUnavailable(database, cause[:300])

@@ -22,7 +22,13 @@ import importlib
 from collections.abc import Callable
 from typing import Any
 
-from grid_tasks.errors import ConnectivityError, GridTasksError, NotFoundError, SourceError
+from grid_tasks.errors import (
+    ConnectivityError,
+    GridTasksError,
+    NotFoundError,
+    SourceError,
+    StorageUnavailable,
+)
 from grid_tasks.gram.errors import JobFinishedError, JobRefusedError
 from grid_tasks.rsl.errors import RSLError
 from grid_tasks.security.errors import Unauthorized
@@ -42,6 +48,8 @@ def error_to_wire(exc: GridTasksError) -> dict[str, Any]:
     out["code"] = str(code) if code is not None else None
     if isinstance(exc, Unauthorized):
         out.update(identity=exc.identity, rm=exc.rm)
+    if isinstance(exc, StorageUnavailable):  # which database, and why
+        out.update(database=exc.database, cause=exc.cause)
     if isinstance(exc, SourceError):  # an RSLError: where in the request
         out.update(message=exc.message, line=exc.line, column=exc.column,
                    source=exc.location.source)
@@ -73,6 +81,9 @@ _ERRORS: dict[str, Callable[[dict[str, Any]], GridTasksError]] = {
     "JobRefusedError": lambda d: JobRefusedError(d["message"], code=d.get("code")),
     "JobFinishedError": lambda d: JobFinishedError(d["message"], code=d.get("code")),
     "NotFoundError": lambda d: NotFoundError(d["message"]),
+    "ConnectivityError": lambda d: ConnectivityError(d["message"]),
+    "StorageUnavailable": lambda d: StorageUnavailable(
+        str(d.get("database") or "?"), str(d.get("cause") or ""), message=d["message"]),
     "Unauthorized": lambda d: Unauthorized(d["message"], identity=d.get("identity") or "",
                                            rm=d.get("rm") or ""),
 }

@@ -35,3 +35,10 @@ def parts_key(job_id: int, token: str) -> str:
 def started_key(job_id: int, token: str) -> str:
     """Set by the first node whose processes started (it records ACTIVE)."""
     return f"{_P}:{job_id}:{token}:started"
+
+
+def pending_cancels_key(rm: str) -> str:
+    """Hash job id -> verified requester ("" when no ownership check is due) of the
+    cancels ``rm``'s gatekeeper accepted while the database was away; the iteration
+    applies them to SQL once it is back (:mod:`grid_tasks.scheduling.reconcile`)."""
+    return f"{_P}:{rm}:cancels-pending"

@@ -17,7 +17,7 @@ from typing import Any
 from sqlalchemy.exc import OperationalError
 
 from grid_tasks.db import record_node_seen, session_scope
-from grid_tasks.errors import NotFoundError
+from grid_tasks.errors import NotFoundError, StorageUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -54,4 +54,4 @@ def record_when_ready(sessions: Any, rm: str, node: str, resources: dict[str, An
 
 def _not_ready(exc: BaseException) -> bool:
     """A missing table (not migrated yet), node row (not synced yet) or connection."""
-    return isinstance(exc, (OperationalError, NotFoundError))
+    return isinstance(exc, (OperationalError, StorageUnavailable, NotFoundError))

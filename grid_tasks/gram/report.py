@@ -31,6 +31,13 @@ log = logging.getLogger(__name__)
 
 #: How long per-launch bookkeeping stays in Redis after a job ended (seconds).
 PARTS_TTL_S = 3600
+#: How long a finished launch's parts stay in Redis while its end is not recorded in
+#: SQL (seconds): they are that end's record through a database outage (the RM's
+#: iteration writes the end from them, :mod:`grid_tasks.scheduling.reconcile`), so
+#: they must outlive any outage; once the end is recorded (or its report refused)
+#: the gatekeeper shortens this to :data:`PARTS_TTL_S` (:func:`settle_parts`).  The
+#: bound only keeps a launch nobody reports on (superseded, lost) from staying forever.
+UNRECORDED_PARTS_TTL_S = 30 * 24 * 3600
 
 
 @dataclass
@@ -110,7 +117,10 @@ def report_started(ctx: NodeContext, req: Any, started: float | None = None) -> 
     def lease_and_claim() -> Any:
         pipe = ctx.redis.pipeline(transaction=False)
         pipe.set(keys.lease_key(req.job_id, req.node), req.token, px=int(ctx.lease_ttl * 1000))
-        pipe.set(keys.started_key(req.job_id, req.token), req.node, nx=True, ex=PARTS_TTL_S)
+        # kept as long as the parts: the RM's iteration confirms the launch from it
+        # should the ACTIVE report not reach SQL (scheduling.reconcile)
+        pipe.set(keys.started_key(req.job_id, req.token), req.node, nx=True,
+                 ex=UNRECORDED_PARTS_TTL_S)
         return pipe.execute()[1]
 
     first = redis_retrying(lease_and_claim)
@@ -119,13 +129,17 @@ def report_started(ctx: NodeContext, req: Any, started: float | None = None) -> 
 
 
 def report_finished(ctx: NodeContext, req: Any, part_json: str) -> None:
-    """Store this node's part; the last part in reports the job's end."""
+    """Store this node's part; the last part in reports the job's end.
+
+    The parts stay in Redis until the end is in SQL (:data:`UNRECORDED_PARTS_TTL_S`):
+    the lease goes with the same MULTI, so from here on they, not the lease, tell
+    recovery this part ended rather than was lost."""
     parts = keys.parts_key(req.job_id, req.token)
 
     def store_part() -> Any:
         pipe = ctx.redis.pipeline(transaction=True)
         pipe.hset(parts, req.node, part_json)
-        pipe.expire(parts, PARTS_TTL_S)
+        pipe.expire(parts, UNRECORDED_PARTS_TTL_S)
         pipe.hgetall(parts)
         pipe.delete(keys.lease_key(req.job_id, req.node))
         return pipe.execute()[2]
@@ -135,3 +149,16 @@ def report_finished(ctx: NodeContext, req: Any, part_json: str) -> None:
         return
     results = {k.decode(): json.loads(v) for k, v in everything.items()}
     ctx.reporter().write(Report(FINISHED, req, results))
+
+
+def settle_parts(redis: Any, launches: list[Any]) -> None:
+    """The ends of ``launches`` (each with ``job_id`` and ``token``) are decided in SQL:
+    their parts and start mark expire after :data:`PARTS_TTL_S` now, not the long
+    unrecorded TTL."""
+    if not launches:
+        return
+    pipe = redis.pipeline(transaction=False)
+    for req in launches:
+        pipe.expire(keys.parts_key(req.job_id, req.token), PARTS_TTL_S)
+        pipe.expire(keys.started_key(req.job_id, req.token), PARTS_TTL_S)
+    pipe.execute()

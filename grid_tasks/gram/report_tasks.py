@@ -20,13 +20,13 @@ from celery import shared_task
 from celery.exceptions import Reject
 
 from grid_tasks.celery_app import LAUNCH_CRITICAL
-from grid_tasks.db.retry import retrying, transient_db_error
+from grid_tasks.db.retry import retrying_one_at_a_time, transient_db_error
 from grid_tasks.effects import RECORD_NODE, RECORD_REPORTS, trigger_iteration
 from grid_tasks.errors import GridTasksError
 from grid_tasks.gram.node_record import record_when_ready
-from grid_tasks.gram.report import redis_retrying
+from grid_tasks.gram.report import redis_retrying, settle_parts
 from grid_tasks.gram.report_checks import REFUSED, queue_refusal, signer_refusal, vet_report
-from grid_tasks.gram.report_sender import Report, from_wire
+from grid_tasks.gram.report_sender import FINISHED, Report, from_wire
 from grid_tasks.gram.report_writer import record
 from grid_tasks.security.refusals import refuse
 from grid_tasks.services import services_for
@@ -39,8 +39,16 @@ log = logging.getLogger(__name__)
 def record_reports(self: Any, *, rm: str, node: str,
                    reports: list[dict[str, Any]]) -> dict[str, int]:
     """Check and record one node's batch of job reports in one transaction, then send
-    their events and iteration triggers.  A database away longer than the retries
-    puts the message back (it is the gatekeeper's to ride out, not the node's)."""
+    their events and iteration triggers.  A database away longer than the retries in
+    place (:func:`~grid_tasks.db.retry.retrying_one_at_a_time`: a few seconds, one
+    thread at a time) puts the
+    message back on the queue, again and again, for as long as the outage lasts (it
+    is the gatekeeper's to ride out, not the node's); acknowledged late, so a
+    gatekeeper that dies meanwhile loses nothing either.  Once a batch is decided
+    (recorded, or refused) its launches' parts in Redis expire
+    (:func:`~grid_tasks.gram.report.settle_parts`): until then they are the record of
+    the ends, which the RM's iteration also writes should this message be lost
+    (:mod:`grid_tasks.scheduling.reconcile`)."""
     refused = functools.partial(_refuse, self)
     whole = signer_refusal(self.signer_subject(), node) or queue_refusal(rm, _queue(self))
     if whole is not None:
@@ -50,13 +58,18 @@ def record_reports(self: Any, *, rm: str, node: str,
     batch = _decoded(reports, refused)
     services = services_for(self.app)
     try:
-        done = record(services.sessions, batch, retrying,
+        done = record(services.sessions, batch, retrying_one_at_a_time,
                       functools.partial(vet_report, rm, node))
     except Exception as exc:
         if not transient_db_error(exc):
             raise
         log.warning("reports of %s/%s wait for the database: %s", rm, node, exc)
         raise Reject(f"database unavailable: {type(exc).__name__}", requeue=True) from None
+    try:
+        redis_retrying(lambda: settle_parts(services.redis, [r.req for r in batch
+                                                             if r.kind == FINISHED]))
+    except Exception as exc:  # they expire at the node's long TTL instead
+        log.warning("parts of %s/%s recorded but not expired: %s", rm, node, exc)
     for _, reason in done.refused:
         refused(reason)
     for report, error in done.failed:

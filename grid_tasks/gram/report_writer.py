@@ -101,28 +101,36 @@ def write_reports(sessions: Any, batch: list[Report], vet: Vet | None = None) ->
     lock is held for those statements and the commit only, not while Python decides
     (on a loaded host that time had dominated the lock).
     """
-    outbox, changes = Outbox(), Changes()
-    now = datetime.now(timezone.utc)
     with session_scope(sessions) as session:
-        conn = session.connection()  # Core statements only: no ORM execution layer
-        ids = sorted({r.req.job_id for r in batch})
-        rows = load(conn, ids)
-        accounted = set(conn.execute(_ACCOUNTED, {"ids": ids}).scalars())
-        for report in batch:
-            row = rows.get(report.req.job_id)
-            if vet is not None and vet(report, row) is not None:
-                continue
-            if row is None:
-                log.warning("report on unknown job %s ignored", report.req.job_id)
-            elif report.kind == STARTED:
-                _started(changes, row, report.req, _at(report.started, now), outbox)
-            elif _finished(changes, row, report.req, report.results, now, outbox) \
-                    and row.id not in accounted:
-                changes.account(row)
-        for rm in sorted(outbox.rms):
-            if not _anyone_waiting(conn, rm, rows) and not _ends_a_grid_hold(conn, rm, rows):
-                outbox.rms.discard(rm)  # nothing idle: the freed nodes change no decision
-        changes.write(conn, rows)
+        # Core statements only: no ORM execution layer
+        return apply_reports(session.connection(), batch, vet)
+
+
+def apply_reports(conn: Any, batch: list[Report], vet: Vet | None = None,
+                  now: datetime | None = None) -> Outbox:
+    """:func:`write_reports` inside the caller's transaction (``conn``: its session's
+    connection); the RM's iteration writes the ends it finds only in Redis so
+    (:mod:`grid_tasks.scheduling.reconcile`): the same rows, checks and accounting."""
+    outbox, changes = Outbox(), Changes()
+    now = now or datetime.now(timezone.utc)
+    ids = sorted({r.req.job_id for r in batch})
+    rows = load(conn, ids)
+    accounted = set(conn.execute(_ACCOUNTED, {"ids": ids}).scalars()) if ids else set()
+    for report in batch:
+        row = rows.get(report.req.job_id)
+        if vet is not None and vet(report, row) is not None:
+            continue
+        if row is None:
+            log.warning("report on unknown job %s ignored", report.req.job_id)
+        elif report.kind == STARTED:
+            _started(changes, row, report.req, _at(report.started, now), outbox)
+        elif _finished(changes, row, report.req, report.results, now, outbox) \
+                and row.id not in accounted:
+            changes.account(row)
+    for rm in sorted(outbox.rms):
+        if not _anyone_waiting(conn, rm, rows) and not _ends_a_grid_hold(conn, rm, rows):
+            outbox.rms.discard(rm)  # nothing idle: the freed nodes change no decision
+    changes.write(conn, rows)
     return outbox
 
 

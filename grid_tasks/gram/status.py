@@ -71,6 +71,30 @@ class JobStatus:
 
 
 @dataclass(frozen=True)
+class CancelAccepted:
+    """A cancel the gatekeeper took while the grid's database was away: the job's
+    managers act on it at once (or, when the job's owner must be checked first, once
+    the database is back), and its end is recorded when the database returns.  The
+    job's state is unknown until then (``state`` None)."""
+
+    id: int
+    rm: str | None
+    reason: str
+    state: None = None
+
+    @property
+    def terminal(self) -> bool:
+        return False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "rm": self.rm, "accepted": True, "reason": self.reason}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "CancelAccepted":
+        return cls(int(data["id"]), data.get("rm"), str(data.get("reason") or ""))
+
+
+@dataclass(frozen=True)
 class HistoryEntry:
     """One recorded state change."""
 

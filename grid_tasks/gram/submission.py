@@ -14,14 +14,14 @@ from grid_tasks.db import repository, session_scope
 from grid_tasks.db.models import Job as JobRow
 from grid_tasks.db.models import JobStateHistory, Node
 from grid_tasks.db.models.base import table_row
-from grid_tasks.errors import GridTasksError, NotFoundError
+from grid_tasks.errors import GridTasksError, NotFoundError, StorageUnavailable
 from grid_tasks.events import JobEvent
 from grid_tasks.gram.binding import bind as bind_reservation
 from grid_tasks.gram.binding import requested_reservation
 from grid_tasks.gram.errors import JobFinishedError, JobRefusedError
-from grid_tasks.gram.keys import CANCEL_TTL_S, cancel_key
+from grid_tasks.gram.keys import CANCEL_TTL_S, cancel_key, pending_cancels_key
 from grid_tasks.gram.records import Outbox, finish
-from grid_tasks.gram.status import HistoryEntry, JobStatus
+from grid_tasks.gram.status import CancelAccepted, HistoryEntry, JobStatus
 from grid_tasks.security.authorization import authorize, check_owner, gridmap_for
 from grid_tasks.security.errors import Unauthorized
 from grid_tasks.services import Services
@@ -152,6 +152,8 @@ def store_submission(services: Services, rsl: str, sub: Any, rm: str | None,
                 coallocation=coallocation)
             if within is not None:
                 within(session, job_id)
+    except StorageUnavailable:
+        raise  # nothing stored (rolled back), and no key can be looked up either
     except (IntegrityError, GridTasksError):
         # the key's row is looked for only now: a retried submission is the rare case
         found = _by_key(services, idempotency_key)
@@ -192,11 +194,46 @@ def _by_key(services: Services, key: str | None) -> tuple[int, str] | None:
 
 
 def cancel_job(services: Services, job_id: int, *, rm: str | None = None,
-               identity: str | None = None, admin: bool = False) -> Any:
+               identity: str | None = None, admin: bool = False
+               ) -> JobStatus | CancelAccepted:
     """Cancel ``job_id`` (see :meth:`grid_tasks.client.Grid.cancel`).
 
     At a gatekeeper (``rm`` given) the job must be that RM's, and with a grid map
-    only its owner, as verified (``identity``), or an ``admin`` may cancel it."""
+    only its owner, as verified (``identity``), or an ``admin`` may cancel it.
+
+    With the database away the cancel is still taken (:func:`accept_cancel`): a
+    :class:`CancelAccepted` rather than the job's status."""
+    try:
+        return _cancel_recorded(services, job_id, rm=rm, identity=identity, admin=admin)
+    except StorageUnavailable as exc:
+        if rm is None:
+            raise  # not at a gatekeeper: nobody would apply it later
+        return accept_cancel(services, job_id, rm, identity, admin, exc)
+
+
+def accept_cancel(services: Services, job_id: int, rm: str, identity: str | None,
+                  admin: bool, outage: StorageUnavailable) -> CancelAccepted:
+    """Take a cancel while the database is away: remembered in Redis for ``rm``'s
+    iteration to record once SQL is back (:mod:`grid_tasks.scheduling.reconcile`).
+
+    When no owner check is due (no grid map, or an ``admin``) the job's cancel flag is
+    set at once, so its job managers kill it now; otherwise the flag waits for the
+    check against the job's owner in SQL (a stranger must not cancel a job because
+    the database cannot say whose it is)."""
+    check_due = not admin and gridmap_for(services.settings) is not None
+    pipe = services.redis.pipeline(transaction=True)
+    pipe.hset(pending_cancels_key(rm), str(int(job_id)), (identity or "-") if check_due else "")
+    if not check_due:
+        pipe.set(cancel_key(job_id), 1, ex=CANCEL_TTL_S)
+    pipe.execute()
+    when = "once the database is back and the job's owner is checked" if check_due else "now"
+    return CancelAccepted(int(job_id), rm, f"cancel accepted while the database is away "
+                          f"({outage.cause}); the job is stopped {when} and its end "
+                          "recorded when the database returns")
+
+
+def _cancel_recorded(services: Services, job_id: int, *, rm: str | None,
+                     identity: str | None, admin: bool) -> JobStatus:
     outbox = Outbox()
     with session_scope(services.sessions) as session:
         row = repository.get_job(session, job_id, for_update=True)

@@ -1,6 +1,8 @@
 """One live Maui iteration of a resource manager, applied transactionally (outbox style).
 
-1. recovery (unconfirmed launches, lost job managers);
+1. reconciliation (ends and cancels only Redis knows of, after a database outage:
+   :mod:`~grid_tasks.scheduling.reconcile`), then recovery (unconfirmed launches,
+   lost job managers);
 2. the pure core loaded from SQL decides (:func:`~grid_tasks.scheduling.state.load_scheduler`);
 3. every start is committed as Maui ``Starting`` with its allocation and a fresh
    launch token, in the same transaction;
@@ -32,6 +34,7 @@ from grid_tasks.gram.report import PARTS_TTL_S
 from grid_tasks.schedmods import ModuleContext, scheduler_parts
 from grid_tasks.schedmods.jobchecker import CheckReport, DeferPolicy, JobChecker, release_deferred
 from grid_tasks.scheduling import grid_reservations
+from grid_tasks.scheduling.reconcile import reconcile
 from grid_tasks.scheduling.recovery import defer, launch_timeout, node_failure_policy, recover
 from grid_tasks.scheduling.state import (
     load_scheduler, maui_config, policy_config, rm_policy_file,
@@ -49,6 +52,7 @@ class IterationReport:
     rm: str
     started: list[int] = field(default_factory=list)
     recovered: list[int] = field(default_factory=list)
+    reconciled: list[int] = field(default_factory=list)  # ends found only in Redis
     rolled_back: list[int] = field(default_factory=list)
     busy: bool = False  # jobs are starting or running: keep watching leases
 
@@ -73,10 +77,11 @@ def run_iteration(app: Any, rm: str, *, sessions: Any, redis: Any, registry: Any
         policy_file = rm_policy_file(session, rm)
         cfg = maui_config(policy_file)
         deferral = DeferPolicy.from_config(cfg)
-        modules = _modules(settings or app_settings(app), rm, cfg, session)
+        settings = settings or app_settings(app)
+        modules = _modules(settings, rm, cfg, session)
         if not quick:
             _housekeeping(session, rm, policy_file, at, redis, outbox, deferral, modules,
-                          report)
+                          report, settings)
         guard = grid_reservations.prepare(session, rm, now, redis)  # restore, prune
         sched = load_scheduler(session, rm, now=now, registry=registry, modules=modules,
                                idle_if_free=True, config=policy_config(policy_file))
@@ -100,9 +105,12 @@ def run_iteration(app: Any, rm: str, *, sessions: Any, redis: Any, registry: Any
 
 def _housekeeping(session: Any, rm: str, policy_file: str | None, at: datetime, redis: Any,
                   outbox: Outbox, deferral: DeferPolicy, modules: list[Any],
-                  report: IterationReport) -> None:
-    """What only time makes due: lost launches and leases, deferrals that are over."""
+                  report: IterationReport, settings: Settings) -> None:
+    """What only time makes due: ends and cancels SQL missed, lost launches and
+    leases, deferrals that are over."""
     policy = node_failure_policy(policy_file)
+    report.reconciled = reconcile(session, rm, at, redis, outbox,
+                                  overdue=launch_timeout(), settings=settings)
     report.recovered = recover(session, rm, at, redis, outbox, policy, launch_timeout(),
                                deferral)
     if not any(isinstance(m, JobChecker) for m in modules):

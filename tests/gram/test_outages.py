@@ -2,29 +2,49 @@
 
 from __future__ import annotations
 
+import socket
+import subprocess
+import threading
+import time
 from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import pytest
 import redis
+from sqlalchemy import text
 from sqlalchemy.exc import OperationalError
 
 from grid_tasks.db import (
+    AccountingRecord,
+    dispose_engines,
+    migrate,
     ConcurrentUpdateError,
     Job,
+    Node,
     ResourceManager,
     get_engine,
+    mask_url,
     record_transition,
     session_factory,
     session_scope,
 )
-from grid_tasks.db.retry import retrying as _retrying, transient_db_error
+from grid_tasks.db.retry import retrying as _retrying
+from grid_tasks.db.retry import retrying_one_at_a_time, transient_db_error
 from grid_tasks.db.testing import temporary_database
-from grid_tasks.errors import ConnectivityError
+from grid_tasks.embedded.stack import grid_tasks_command
+from grid_tasks.errors import ConnectivityError, StorageUnavailable
+from grid_tasks.faults import FaultGrid, until
+from grid_tasks.faults.postgres import PostgresUnavailable, PrivatePostgres
 from grid_tasks.gram import keys
+from grid_tasks.gram.door import answer, error_from_wire
 from grid_tasks.gram.records import Outbox
+from grid_tasks.gram.status import CancelAccepted
+from grid_tasks.gram.submission import cancel_job, store_submission
+from grid_tasks.rsl import lower
 from grid_tasks.scheduling.recovery import NodeFailurePolicy, recover
+from grid_tasks.security.roles import Role
+from grid_tasks.services import Services
 from grid_tasks.states import JobState, MauiJobState
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
@@ -164,3 +184,259 @@ def test_redis_calls_are_retried_through_a_restart_and_give_up_after_the_backoff
     with pytest.raises(RedisConnectionError):
         redis_retrying(endless, NO_WAIT)
     assert endless.calls == 4
+
+
+# -- a real outage, longer than the old bounded retries (issue 21, finding 3) ------------
+
+#: How long the database is down: longer than the ~20 s the gatekeeper used to retry
+#: a report before the message was given up on.
+OUTAGE_S = 25.0
+#: The bound on convergence after the database's return (seconds).
+CONVERGED_S = 10.0
+
+
+def _sql_state(fg: Any, job_id: int) -> Any:
+    from grid_tasks.gram.submission import gram_status
+
+    try:
+        return gram_status(fg.grid.sessions, job_id)
+    except StorageUnavailable:
+        return None
+
+
+def _warm(fg: Any) -> None:
+    """The client's broker connection and RSL parser made before the outage."""
+    fg.grid.app.connection_for_write().ensure_connection(max_retries=3)
+    fg.grid.redis.ping()
+
+
+@pytest.mark.slow  # 60-90 s: its own grid on a private PostgreSQL server, down for 25 s
+def test_state_converges_within_seconds_of_a_postgres_outage_longer_than_the_retries(
+        tmp_path) -> None:
+    try:
+        server = PrivatePostgres().start()
+    except PostgresUnavailable as exc:
+        pytest.skip(str(exc))
+    try:
+        with FaultGrid(tmp_path / "grid", database_url=server.url) as fg:
+            _warm(fg)
+            ending = fg.grid.submit("&(executable=/bin/sleep)(arguments=3)(count=8)", rm="rmA")
+            doomed = fg.grid.submit("&(executable=/bin/sleep)(arguments=120)(count=2)",
+                                    rm="rmB")
+            queued = fg.grid.submit("&(executable=/bin/true)(count=8)", rm="rmA")
+            for job in (ending, doomed):
+                until(lambda j=job: (_sql_state(fg, j.id) or _NONE).state is JobState.ACTIVE,
+                      30, f"job {job.id} ACTIVE")
+            server.stop()
+            down = time.monotonic()
+            _during_the_outage(fg, doomed, server.url)
+            time.sleep(max(0.0, OUTAGE_S - (time.monotonic() - down)))
+            assert _sql_state(fg, ending.id) is None  # still down: nothing could be written
+            server.start()
+            back = time.monotonic()
+            until(lambda: all((_sql_state(fg, j.id) or _NONE).state.terminal
+                              for j in (ending, doomed, queued)), 30, "every job ended")
+            converged = time.monotonic() - back
+            print(f"outage {back - down:.1f} s; converged {converged:.1f} s after the return")
+            assert _sql_state(fg, ending.id).state is JobState.DONE
+            cancelled = _sql_state(fg, doomed.id)
+            assert cancelled.state is JobState.FAILED and cancelled.gram_error == "USER_CANCELLED"
+            assert _sql_state(fg, queued.id).state is JobState.DONE  # the queue moved on
+            assert converged < CONVERGED_S + 3, f"converged {converged:.1f} s after the return"
+            with session_scope(fg.grid.sessions) as s:
+                counted = s.query(AccountingRecord.job_id).filter(
+                    AccountingRecord.job_id.in_([ending.id, doomed.id, queued.id])).all()
+            assert sorted(j for (j,) in counted) == sorted([ending.id, doomed.id, queued.id])
+    finally:
+        server.close()
+
+
+def _during_the_outage(fg: Any, doomed: Any, url: str) -> None:
+    """A submission is refused with the typed error, nothing half stored; a cancel is
+    accepted; the CLI says so in one line."""
+    with pytest.raises(StorageUnavailable) as refused:
+        fg.grid.submit("&(executable=/bin/true)", rm="rmA", idempotency_key="in-outage")
+    assert refused.value.database == mask_url(url) and refused.value.cause
+    answer = doomed.cancel()
+    assert isinstance(answer, CancelAccepted) and answer.id == doomed.id
+    cli = subprocess.run(grid_tasks_command("submit", "-r", "rmA", "-b", "&(executable=/bin/true)"),
+                         env=fg.env(Role.USER), capture_output=True, text=True, timeout=60)
+    assert cli.returncode == 1 and "Traceback" not in cli.stderr, cli.stderr
+    lines = cli.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and mask_url(url) in lines[0]
+
+
+class _Unknown:
+    state = JobState.UNSUBMITTED
+
+
+_NONE = _Unknown()
+
+
+# -- storage failures are a typed error; the door carries it; cancel is accepted ---------
+
+def _dead_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _stopped_url() -> str:
+    return f"postgresql+psycopg://grid:s3cret@127.0.0.1:{_dead_port()}/grid?connect_timeout=2"
+
+
+def test_a_stopped_database_is_storage_unavailable_naming_it_without_the_password() -> None:
+    url = _stopped_url()
+    with pytest.raises(StorageUnavailable) as err:
+        with session_scope(session_factory(get_engine(url))) as session:
+            session.get(Job, 1)
+    assert err.value.database == mask_url(url) and "s3cret" not in str(err.value)
+    assert "refused" in err.value.cause.lower() or "failed" in err.value.cause.lower()
+    assert isinstance(err.value, ConnectivityError) and transient_db_error(err.value)
+
+
+def test_a_failing_transaction_is_storage_unavailable_with_the_drivers_cause() -> None:
+    with temporary_database() as url:
+        sessions = session_factory(get_engine(url))
+        with pytest.raises(StorageUnavailable) as err:
+            with session_scope(sessions) as session:
+                session.execute(text("SELECT * FROM no_such_table"))
+    assert err.value.database == url and "no such table" in err.value.cause
+    assert isinstance(err.value.__cause__, OperationalError)  # the driver's, for --debug
+    with pytest.raises(ValueError):  # anything else stays what it is
+        with session_scope(sessions):
+            raise ValueError("a bug")
+
+
+def test_the_door_carries_storage_unavailable_typed() -> None:
+    sent = StorageUnavailable("postgresql+psycopg://u:***@db/grid", "connection refused")
+
+    def refused() -> dict[str, Any]:
+        raise sent
+
+    back = error_from_wire(answer(refused)["error"])
+    assert isinstance(back, StorageUnavailable) and str(back) == str(sent)
+    assert (back.database, back.cause) == (sent.database, sent.cause)
+
+
+@pytest.fixture
+def outage_services(quiet_settings: Any) -> Iterator[Services]:
+    services = Services(quiet_settings.replace(database_url=_stopped_url()))
+    yield services
+    services.close()
+
+
+def test_a_cancel_during_an_outage_is_accepted_and_the_job_managers_told(
+        outage_services: Services) -> None:
+    answer = cancel_job(outage_services, 41, rm="rmA", identity=None)
+    assert isinstance(answer, CancelAccepted) and answer.to_dict()["accepted"] is True
+    assert outage_services.redis.exists(keys.cancel_key(41))  # acted on at once
+    assert outage_services.redis.hget(keys.pending_cancels_key("rmA"), "41") == b""
+    with pytest.raises(StorageUnavailable):  # not at a gatekeeper: nobody to apply it
+        cancel_job(outage_services, 42)
+
+
+def test_a_cancel_that_needs_an_owner_check_waits_for_the_database(
+        outage_services: Services, tmp_path: Any) -> None:
+    gridmap = tmp_path / "grid-mapfile"
+    gridmap.write_text('"/O=grid/CN=alice" nobody\n')
+    services = Services(outage_services.settings.replace(gridmap_file=gridmap))
+    try:
+        answer = cancel_job(services, 43, rm="rmA", identity="/O=grid/CN=mallory")
+        assert isinstance(answer, CancelAccepted) and "owner is checked" in answer.reason
+        assert not services.redis.exists(keys.cancel_key(43))  # a stranger stops nothing
+        assert services.redis.hget(keys.pending_cancels_key("rmA"),
+                                   "43") == b"/O=grid/CN=mallory"
+    finally:
+        services.close()
+
+
+def test_a_submission_during_an_outage_is_refused_typed_and_nothing_is_kept(
+        outage_services: Services) -> None:
+    sub = lower("&(executable=/bin/true)")[0]
+    with pytest.raises(StorageUnavailable) as err:
+        store_submission(outage_services, "&(executable=/bin/true)", sub, "rmA", {"user": "u"},
+                         idempotency_key="k1")
+    assert "s3cret" not in str(err.value)
+
+
+def test_only_one_thread_waits_out_an_outage_in_place() -> None:
+    calls: list[str] = []
+    release = threading.Event()
+
+    def down() -> str:
+        calls.append(threading.current_thread().name)
+        if release.is_set():
+            return "ok"
+        raise _dropped()
+
+    waiter = threading.Thread(target=lambda: calls.append(retrying_one_at_a_time(down)),
+                              name="waiter")
+    waiter.start()
+    while len(calls) < 2:  # the waiter is in its backoff
+        time.sleep(0.01)
+    began = time.monotonic()
+    with pytest.raises(OperationalError):
+        retrying_one_at_a_time(down)  # gives its work back, does not wait
+    assert time.monotonic() - began < 1.0
+    release.set()
+    waiter.join(10)
+    assert calls[-1] == "ok"
+
+
+@pytest.fixture
+def full_disk(tmp_path: Any) -> Iterator[tuple[str, Any]]:
+    """A SQLite database on a small tmpfs of its own, and ``fill()``/``free()``."""
+    mount = tmp_path / "small"
+    mount.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(mount)],
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
+    filler = mount / "filler"
+
+    class Disk:
+        def fill(self) -> None:
+            with open(filler, "wb") as out:
+                try:
+                    while True:
+                        out.write(b"\0" * 65536)
+                        out.flush()
+                except OSError:
+                    pass
+
+        def free(self) -> None:
+            filler.unlink()
+
+    try:
+        url = f"sqlite:///{mount / 'grid_tasks.db'}"
+        migrate(url)
+        yield url, Disk()
+    finally:
+        dispose_engines()
+        subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+def test_a_submission_on_a_full_disk_is_refused_typed_and_nothing_is_kept(
+        full_disk: tuple[str, Any], quiet_settings: Any) -> None:
+    url, disk = full_disk
+    services = Services(quiet_settings.replace(database_url=url))
+    try:
+        with session_scope(services.sessions) as session:
+            session.add(ResourceManager(name="rmA"))
+            session.flush()
+            session.add(Node(rm="rmA", name="node1", procs=2))
+        sub = lower("&(executable=/bin/true)")[0]
+        disk.fill()
+        with pytest.raises(StorageUnavailable) as err:
+            store_submission(services, "&(executable=/bin/true)", sub, "rmA", {"user": "u"},
+                             idempotency_key="on-a-full-disk")
+        assert err.value.database == url and "full" in err.value.cause
+        disk.free()
+        with session_scope(services.sessions) as session:
+            assert session.query(Job).count() == 0  # nothing half stored
+        job_id, _, stored = store_submission(services, "&(executable=/bin/true)", sub, "rmA",
+                                             {"user": "u"}, idempotency_key="on-a-full-disk")
+        assert stored and job_id  # the same request, retried once the disk has room
+    finally:
+        services.close()
