@@ -21,6 +21,7 @@ from typing import Any
 from grid_tasks.db.engine import write_priority
 from grid_tasks.db.errors import ConcurrentUpdateError
 from grid_tasks.effects import dirty_key, lock_key, queued_key, send_iteration, trigger_iteration
+from grid_tasks.errors import StorageUnavailable
 from grid_tasks.events import publish
 from grid_tasks.gram.report import lease_timing
 from grid_tasks.metrics.iteration import record_iteration
@@ -108,6 +109,9 @@ def _one(services: Services, rm: str, *, quick: bool = False) -> tuple[bool, boo
     except ConcurrentUpdateError as exc:
         log.warning("iteration of %s lost a race, running again: %s", rm, exc)
         return True, True
+    except StorageUnavailable as exc:  # an outage: one line a run, not a traceback
+        log.warning("iteration of %s waits for the database: %s", rm, exc)
+        return True, False
     except Exception:
         log.exception("iteration of %s failed", rm)
         return True, False
