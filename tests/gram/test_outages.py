@@ -110,11 +110,12 @@ def test_an_unconfirmed_launch_with_live_job_managers_is_rolled_back(store) -> N
         client.set(keys.lease_key(job_id, node), "tok-1")
     assert _recover(sessions, client, T0 + timedelta(seconds=4)) == []  # within the timeout
     assert _recover(sessions, client, T0 + timedelta(seconds=6)) == [job_id]
-    with session_scope(sessions) as session:
+    with session_scope(sessions) as session:  # waits out its fence, then Idle
         row = session.get(Job, job_id)
-        assert row.state is JobState.PENDING and row.maui_state is MauiJobState.IDLE
+        assert row.state is JobState.PENDING and row.maui_state is MauiJobState.HOLD
         assert row.launch_token is None and not row.nodes_allocated
-    assert client.get(keys.token_key(job_id)) is None  # the old parts are superseded
+    # the old parts read the tombstone and kill themselves
+    assert client.get(keys.token_key(job_id)) == keys.fenced("tok-1").encode()
 
 
 class Uptime:
