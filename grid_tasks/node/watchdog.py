@@ -12,11 +12,16 @@ A daemon starts one watchdog (once, not per job: a launch only writes a line to 
 pipe) and tells it, one line each, with ``t`` the CLOCK_MONOTONIC second it stands for
 (system-wide on Linux, so both processes read the same clock)::
 
+    beat <t>              the daemon runs (a thread of it sends this every half second)
     watch <t> <pgid>...   groups spawned by a launch claimed at t (renewed at t)
     renew <t> <pgid>...   their job manager renewed its lease in a call begun at t
     forget <pgid>...      the groups ended
 
-A group not renewed within ``bound`` seconds of its last ``t`` is SIGKILLed; when the
+A group not renewed within ``bound`` seconds of its last ``t`` is SIGKILLed (its job
+manager is stuck, or cannot reach Redis).  When the daemon's beats lapse for ``bound``
+(it is frozen) every watched group is killed, and so is every job process group the
+daemon started but had not yet announced (a freeze between spawn and ``watch``): its
+children that lead their own process group and carry ``GRID_TASKS_JOB_ID``.  When the
 pipe closes (the daemon died or stopped) every group still watched is killed at once.
 The watchdog runs as ``python -I -S <this file> <bound>``: standard library only, so it
 starts in milliseconds and imports nothing of the daemon.
@@ -34,6 +39,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterable
+from typing import Any
 
 log = logging.getLogger(__name__)
 
@@ -47,17 +53,22 @@ def tick_for(bound: float) -> float:
 
 
 class Groups:
-    """The watchdog's state: last renewal per process group; pure but for the kill."""
+    """The watchdog's state: last renewal per process group, the daemon's last beat."""
 
-    def __init__(self, bound: float, kill: object = None) -> None:
+    def __init__(self, bound: float, kill: Any = None, unannounced: Any = None) -> None:
         self.bound = bound
         self.renewed: dict[int, float] = {}
+        self.beat: float | None = None  # None: no beat yet, or lapsed and acted on
         self._kill = kill or _killpg
+        self._unannounced = unannounced or (lambda: [])
 
     def apply(self, line: str, now: float) -> None:
         """One command line from the daemon (malformed lines are ignored)."""
         verb, *args = line.split()
         if not args:
+            return
+        if verb == "beat":
+            self.beat = max(float(args[0]), self.beat or 0.0)
             return
         if verb == "forget":
             for pgid in args:
@@ -70,19 +81,26 @@ class Groups:
         self.expire(now)  # a watch begun more than a bound ago is killed at once
 
     def expire(self, now: float) -> list[int]:
-        """Kill the groups not renewed within the bound; their ids."""
+        """Kill the groups not renewed within the bound, or all of the daemon's when its
+        beats lapsed; their ids."""
+        if self.beat is not None and now - self.beat > self.bound:
+            self.beat = None  # acted on: the next beat re-arms it
+            return sorted(set(self.kill_all()) | set(self._kill_each(self._unannounced())))
         late = [g for g, at in self.renewed.items() if now - at > self.bound]
         for pgid in late:
             del self.renewed[pgid]
+        return self._kill_each(late)
+
+    def _kill_each(self, pgids: Iterable[int]) -> list[int]:
+        done = list(pgids)
+        for pgid in done:
             self._kill(pgid)
-        return late
+        return done
 
     def kill_all(self) -> list[int]:
         everyone = sorted(self.renewed)
         self.renewed.clear()
-        for pgid in everyone:
-            self._kill(pgid)
-        return everyone
+        return self._kill_each(everyone)
 
 
 def _killpg(pgid: int) -> None:
@@ -92,10 +110,31 @@ def _killpg(pgid: int) -> None:
         pass
 
 
+def job_groups_of(parent: int) -> list[int]:
+    """Process groups led by children of ``parent`` that are grid jobs (their
+    environment names ``GRID_TASKS_JOB_ID``), read from /proc."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()
+            if int(fields[1]) != parent or int(fields[2]) != int(entry):
+                continue
+            with open(f"/proc/{entry}/environ", "rb") as f:
+                if b"GRID_TASKS_JOB_ID=" in f.read():
+                    found.append(int(entry))
+        except (OSError, IndexError, ValueError):
+            continue
+    return found
+
+
 def main(argv: list[str]) -> int:
     """The watchdog process: read commands from stdin until it closes."""
-    bound = float(argv[1])
-    groups, tick, fd, pending = Groups(bound), tick_for(bound), sys.stdin.fileno(), b""
+    bound, daemon = float(argv[1]), os.getppid()
+    groups = Groups(bound, unannounced=lambda: job_groups_of(daemon))
+    tick, fd, pending = tick_for(bound), sys.stdin.fileno(), b""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a terminal's ^C is the daemon's business
     while True:
         ready, _, _ = select.select([fd], [], [], tick)
@@ -122,6 +161,7 @@ class Watchdog:
         self.proc: subprocess.Popen[bytes] | None = None
         self.watched: dict[int, float] = {}
         self._lock = threading.Lock()
+        self._beats: threading.Thread | None = None
 
     def start(self) -> "Watchdog":
         with self._lock:
@@ -175,7 +215,22 @@ class Watchdog:
         os.set_blocking(self.proc.stdin.fileno(), False)
         for pgid, at in self.watched.items():
             self._write(f"watch {at!r} {pgid}\n")
+        if self._beats is None:
+            self._beats = threading.Thread(target=self._beat, daemon=True,
+                                           name="watchdog beats")
+            self._beats.start()
         return self.proc
+
+    def _beat(self) -> None:
+        """Tell the watchdog this daemon runs, twice per tick, until closed."""
+        while True:
+            time.sleep(2 * tick_for(self.bound))
+            with self._lock:
+                if self.proc is None:
+                    self._beats = None
+                    return
+                self._ensure()
+                self._write(f"beat {time.monotonic()!r}\n")
 
     def _send(self, verb: str, at: float | None, ids: list[int]) -> None:
         if not ids:
