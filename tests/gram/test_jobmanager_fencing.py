@@ -11,7 +11,10 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 
 from grid_tasks.gram import keys
 from grid_tasks.states import JobState
-from tests.gram.test_jobmanager import _history, _live_members, _manager, side  # noqa: F401
+from tests.gram import test_jobmanager as jm
+from tests.gram.test_jobmanager import _history, _live_members, _manager
+
+side = jm.side  # the node context and gatekeeper fixture of the job manager tests
 
 SLEEP = "&(executable=/bin/sleep)(arguments=60)"
 
