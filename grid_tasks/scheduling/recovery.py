@@ -6,23 +6,24 @@ Node failure policy (what happens to the jobs of a node that went silent):
 * ``REQUEUE``: the job goes back to PENDING and is scheduled anew once its fence
   deadline has passed.
 
+Set it per RM in the RM's maui.cfg as ``JOBACTIONONNODEFAILURE FAIL|REQUEUE``
+(Moab's parameter name, in the maui.cfg schema with the values FAIL and
+REQUEUE), or grid-wide with ``GRID_TASKS_NODE_FAILURE_POLICY``, which wins.
+
 Either way the launch is fenced first (:mod:`grid_tasks.scheduling.fences`): its
 token is superseded by a tombstone, so every part still running kills itself (a part
 that cannot read it does so at its renewal bound), and its nodes stay held until the
 fence deadline - the first sight of the loss plus the fence span
 (:func:`grid_tasks.leases.fence_span`: 18 s with the shipped settings).
 
-Set it per RM in the RM's maui.cfg as ``JOBACTIONONNODEFAILURE FAIL|REQUEUE``
-(Moab's parameter name, in the maui.cfg schema with the values FAIL and
-REQUEUE), or grid-wide with ``GRID_TASKS_NODE_FAILURE_POLICY``,
-which wins.  A launch not confirmed within ``GRID_TASKS_LAUNCH_TIMEOUT``
-seconds (default 30) is fenced too, and goes back to Idle at its fence deadline
-without a deferral (a node that died is not the job's fault) - or FAILED if it was
-cancelled.  A launch task redelivered after the timeout (the visibility timeout, 30 s,
-plus the restore scan, 5 s: later than the launch timeout) finds the tombstone and
-starts nothing.  So a killed daemon's in-flight jobs start again within launch timeout
-+ watch interval + fence span + one iteration: about 50 s, at most 60 s with the
-shipped settings (:func:`redelivery_bound`).
+A launch not confirmed within ``GRID_TASKS_LAUNCH_TIMEOUT`` seconds (default 30) is
+fenced too, and goes back to Idle at its fence deadline without a deferral (a node
+that died is not the job's fault) - or FAILED if it was cancelled.  A launch task
+redelivered after the timeout (the visibility timeout, 30 s, plus the restore scan,
+5 s: never before the launch timeout) finds the tombstone and starts nothing.  So a
+killed daemon's in-flight jobs start again within launch timeout + fence span + the
+slack of two iterations: 54 s, at most 60 s with the shipped settings
+(:func:`redelivery_bound`).
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ from grid_tasks.db.models import Job as JobRow
 from grid_tasks.errors import ConfigError
 from grid_tasks.gram import keys
 from grid_tasks.gram.records import Outbox, finish, transition
-from grid_tasks.leases import fence_span, lease_timing
+from grid_tasks.leases import fence_span
 from grid_tasks.schedmods.jobchecker import defer_job
 from grid_tasks.scheduling.fences import fence
 from grid_tasks.scheduling.state import maui_config
@@ -78,14 +79,18 @@ def node_failure_policy(policy_file: str | None, environ: Any = None) -> NodeFai
                           key=ENV_POLICY) from None
 
 
+#: Seconds an iteration sent for a due moment (see the iteration's ``_wake_when_due``)
+#: may take to be delivered and run on a busy scheduler.
+ITERATION_SLACK_S = 3.0
+
+
 def redelivery_bound(settings: Settings, timeout: float) -> float:
     """Seconds within which a job whose launch was lost with its node daemon starts
-    again (on a usable node): the launch timeout, then at most one watch interval
-    (the lease TTL) until an iteration notices it, then the fence span, then one
-    lease TTL again for the iteration that relaunches it (it is due at the deadline,
-    so this is slack for a busy broker).  README states it for the shipped settings."""
-    _, ttl = lease_timing(settings)
-    return timeout + ttl / 2 + fence_span(settings) + ttl / 2
+    again (on a usable node): the launch timeout (an iteration is sent for that
+    moment), the fence span (another one is sent for the deadline, which starts the
+    job), and the slack of those two iterations.  README states it for the shipped
+    settings: 30 + 18 + 6 = 54 s, at most 60 s."""
+    return timeout + fence_span(settings) + 2 * ITERATION_SLACK_S
 
 
 def launch_timeout(environ: Any = None) -> float:

@@ -92,3 +92,17 @@ def test_a_lease_not_renewed_for_the_bound_kills_the_processes(side) -> None:
     row, _ = _history(side, manager.req.job_id)
     assert row.state is JobState.FAILED and row.gram_error == "JM_STOPPED"
     assert "lease not renewed" in row.failure_reason
+
+
+def test_a_launch_redelivered_after_the_fence_starts_nothing(side) -> None:
+    """The launch claim starts only on the current token: not on a tombstone (the
+    launch was fenced before its task came back), nor on none at all (an empty Redis)."""
+    from grid_tasks.gram.tasks import _launch_all
+
+    manager = _manager(side, SLEEP)
+    redis, job_id = side.ctx.redis, manager.req.job_id
+    redis.set(keys.token_key(job_id), keys.fenced("tok"))
+    assert _launch_all(side.app, [manager.req]) == ["skipped"]
+    redis.delete(keys.token_key(job_id))
+    assert _launch_all(side.app, [manager.req]) == ["skipped"]
+    assert not redis.exists(keys.lease_key(job_id, "node1"))
