@@ -19,6 +19,7 @@ from grid_tasks.db import (
     session_factory,
     session_scope,
 )
+from grid_tasks.db.models import Fence
 from grid_tasks.db.retry import retrying as _retrying, transient_db_error
 from grid_tasks.db.testing import temporary_database
 from grid_tasks.errors import ConnectivityError
@@ -152,6 +153,11 @@ def test_a_missing_lease_right_after_a_redis_restart_is_not_a_lost_node(store) -
     with session_scope(sessions) as session:
         row = session.get(Job, job_id)
         assert row.state is JobState.FAILED and "node node2 lost" in row.failure_reason
+        # fenced, not deleted: node1's live part reads the tombstone and dies; both
+        # nodes stay held until the deadline (finding 1)
+        (fence,) = session.query(Fence).filter_by(job_id=job_id)
+        assert fence.nodes == {"node1": 1, "node2": 1} and fence.deadline > later
+    assert client.get(keys.token_key(job_id)) == keys.fenced("tok-1").encode()
 
 
 def test_redis_calls_are_retried_through_a_restart_and_give_up_after_the_backoff() -> None:
