@@ -45,6 +45,8 @@ log = logging.getLogger(__name__)
 
 #: Seconds between the watchdog's looks at its groups, at most.
 MAX_TICK_S = 0.25
+#: Seconds a daemon waits for room in a full pipe before it drops a line.
+_WRITE_WAIT_S = 0.5
 
 
 def tick_for(bound: float) -> float:
@@ -78,7 +80,9 @@ class Groups:
         for pgid in pgids:
             if verb == "watch" or pgid in self.renewed:
                 self.renewed[pgid] = max(at, self.renewed.get(pgid, at))
-        self.expire(now)  # a watch begun more than a bound ago is killed at once
+                if verb == "watch" and now - at > self.bound:  # claimed a bound ago
+                    del self.renewed[pgid]
+                    self._kill(pgid)
 
     def expire(self, now: float) -> list[int]:
         """Kill the groups not renewed within the bound, or all of the daemon's when its
@@ -104,6 +108,15 @@ class Groups:
 
 
 def _killpg(pgid: int) -> None:
+    """SIGKILL the group ``pgid`` - unless its id now leads something that is no grid
+    job (a ``forget`` lost, the group gone, its id reused): a group's id is not reused
+    while any member lives, so an absent leader is safe to signal."""
+    try:
+        with open(f"/proc/{pgid}/environ", "rb") as f:
+            if b"GRID_TASKS_JOB_ID=" not in f.read():
+                return
+    except OSError:
+        pass  # the leader is gone (or a zombie): its group may live on
     try:
         os.killpg(pgid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
@@ -240,11 +253,18 @@ class Watchdog:
         self._write(f"{head} {' '.join(map(str, ids))}\n")
 
     def _write(self, line: str) -> None:
+        """Write one line; a full pipe (a watchdog behind, or stopped) is waited for a
+        little, never for long: the daemon must not stall on its watchdog."""
         assert self.proc is not None and self.proc.stdin is not None
+        fd, data = self.proc.stdin.fileno(), line.encode()
         try:
-            os.write(self.proc.stdin.fileno(), line.encode())
-        except BlockingIOError:  # a stopped watchdog's pipe is full: it kills nothing now
-            log.warning("watchdog pipe full; dropped: %s", line.strip())
+            while data:
+                try:
+                    data = data[os.write(fd, data):]
+                except BlockingIOError:
+                    if not select.select([], [fd], [], _WRITE_WAIT_S)[1]:
+                        log.warning("watchdog pipe full; dropped: %s", line.strip())
+                        return
         except OSError as exc:
             if exc.errno != errno.EPIPE:
                 raise

@@ -133,3 +133,22 @@ def test_a_frozen_daemon_has_all_its_jobs_killed_even_unannounced_ones() -> None
             except ProcessLookupError:
                 pass
     _until_dead([dog], 3.0)  # its pipe closed with the daemon: it exits
+
+
+def test_a_group_id_that_no_longer_leads_a_job_is_not_killed() -> None:
+    """A lost ``forget`` and a reused id: the watchdog kills only grid jobs' groups."""
+    dog = Watchdog(BOUND).start()
+    stranger = subprocess.Popen(["sleep", "60"], start_new_session=True,
+                                env={k: v for k, v in os.environ.items()
+                                     if k != "GRID_TASKS_JOB_ID"})
+    job = _job()
+    try:
+        long_ago = time.monotonic() - 10 * BOUND  # due at once
+        dog.watch([stranger.pid, job.pid], long_ago)
+        _until_dead([job.pid], 2.0)
+        assert _alive(stranger.pid)
+    finally:
+        for proc in (stranger, job):
+            proc.kill()
+            proc.wait()
+        dog.close()
