@@ -5,7 +5,14 @@ processes carry ``PR_SET_PDEATHSIG``, so a worker killed with SIGKILL leaves no
 orphan.  While the processes run it refreshes a per-job lease in Redis; the
 scheduler's iteration treats an expired lease as a lost node (see
 :mod:`grid_tasks.scheduling.recovery`).  It kills the whole process group past
-``max_wall_time``, on cancel, or when its launch token is superseded.
+``max_wall_time``, on cancel, or when its launch epoch (token) is superseded or
+fenced.
+
+Fencing (DESIGN.md invariant 9): a job manager that could not renew its lease for
+the renewal bound (:func:`grid_tasks.leases.renew_bound`) kills its processes, and
+so does the daemon's watchdog process (:mod:`grid_tasks.node.watchdog`), which each
+renewal is reported to, when the daemon itself is frozen.  A Redis restarted empty
+has no token: the job manager re-asserts its own and keeps running.
 """
 
 from __future__ import annotations
@@ -55,6 +62,21 @@ _STREAM_DELAYS = (0.1, 0.3, 0.6, 1.0, 1.0, 2.0)
 #: transaction for each; with many short jobs the node daemons' SQL writes halve.
 QUICK_EXIT_S = 0.02
 
+# KEYS: token, lease, cancel.  ARGV: token, lease TTL (ms), token TTL (s).  Renews the
+# lease only while the launch epoch is ours; -2: fenced by recovery, -1: superseded by
+# another launch, else whether the job was cancelled.
+_CONTROL = """
+local current = redis.call('GET', KEYS[1])
+if not current then
+  redis.call('SET', KEYS[1], ARGV[1], 'EX', tonumber(ARGV[3]))
+elseif current ~= ARGV[1] then
+  if string.sub(current, 1, 7) == 'fenced:' then return -2 end
+  return -1
+end
+redis.call('SET', KEYS[2], ARGV[1], 'PX', tonumber(ARGV[2]))
+return redis.call('EXISTS', KEYS[3])
+"""
+
 #: Running job managers of this process, by (job id, node): for tests and shutdown.
 RUNNING: dict[tuple[int, str], "JobManager"] = {}
 
@@ -76,9 +98,12 @@ class Part:
 class JobManager(threading.Thread):
     """Runs one LaunchRequest to completion and reports it."""
 
-    def __init__(self, req: LaunchRequest, ctx: NodeContext) -> None:
+    def __init__(self, req: LaunchRequest, ctx: NodeContext,
+                 claimed_at: float | None = None) -> None:
         super().__init__(name=f"job manager {req.job_id}@{req.node}", daemon=True)
         self.req, self.ctx = req, ctx
+        # monotonic second the launch claim was sent: the lease counts as renewed then
+        self.renewed = time.monotonic() if claimed_at is None else claimed_at
         self.procs: list[tuple[int, subprocess.Popen[bytes]]] = []
         self.changed = threading.Event()
         self.readers: list[threading.Thread] = []
@@ -110,6 +135,8 @@ class JobManager(threading.Thread):
                 part = self._guarded(self._follow)
         finally:
             RUNNING.pop((self.req.job_id, self.req.node), None)
+            if self.procs:
+                self.ctx.watchdog().forget(p.pid for _, p in self.procs)
         try:
             report_finished(self.ctx, self.req, part.to_json())
         except Exception:  # retries exhausted: the lease is gone, so recovery ends the job
@@ -136,10 +163,14 @@ class JobManager(threading.Thread):
             return Part({}, str(exc), exc.code)
         out, err = self._outputs
         failed: LaunchError | None = None
+        dog = self.ctx.watchdog()
         try:
             for i in range(req.process_count()):
                 rank = req.rank_offset + i
+                self._check_claim_fresh()
                 self.procs.append((rank, spawn(req, argv, directory, rank, req.stdin, who)))
+                # watched from the claim: a daemon frozen from here on cannot outlive it
+                dog.watch((self.procs[-1][1].pid,), self.renewed)
         except LaunchError as exc:
             failed = exc
         else:
@@ -157,7 +188,9 @@ class JobManager(threading.Thread):
         """Report the start, supervise the processes to their end; this node's Part."""
         req = self.req
         if not self._ended_within(QUICK_EXIT_S):
+            began = time.monotonic()
             report_started(self.ctx, req, self.started)
+            self._renewed_at(began)
         self._supervise()
         for reader in self.readers:
             reader.join()
@@ -165,6 +198,9 @@ class JobManager(threading.Thread):
             if f is not None:
                 f.close()
         codes = {str(rank): p.returncode for rank, p in self.procs}
+        if self.kill_reason is None and -signal.SIGKILL in codes.values() \
+                and time.monotonic() - self.renewed > self.ctx.renew_bound:
+            self.kill_reason = self._unrenewed()  # the watchdog killed them meanwhile
         if self.kill_reason is not None:
             return Part(codes, *self.kill_reason, started=self.started)
         limit = self._limit_hit(codes)
@@ -250,27 +286,55 @@ class JobManager(threading.Thread):
             self.changed.clear()
 
     def _check_control(self) -> None:
-        """Refresh the lease; act on a cancel or a superseded launch token."""
-        req, r = self.req, self.ctx.redis
-        pipe = r.pipeline(transaction=False)
-        pipe.set(keys.lease_key(req.job_id, req.node), req.token,
-                 px=int(self.ctx.lease_ttl * 1000))
-        pipe.exists(keys.cancel_key(req.job_id))
-        pipe.get(keys.token_key(req.job_id))
+        """Renew the lease while the launch epoch is ours; act on a cancel, a superseded
+        or fenced epoch, or a lease not renewed for the renewal bound."""
+        req = self.req
+        began = time.monotonic()
         try:
-            _, cancelled, token = pipe.execute()
+            verdict = self.ctx.redis.eval(
+                _CONTROL, 3, keys.token_key(req.job_id), keys.lease_key(req.job_id, req.node),
+                keys.cancel_key(req.job_id), req.token, int(self.ctx.lease_ttl * 1000),
+                keys.TOKEN_TTL_S)
         except (RedisConnectionError, RedisTimeoutError) as exc:
-            # Redis restarting: keep the job running and re-create the lease on the
-            # next round; recovery gives a restarted Redis a grace period for that
-            log.warning("job manager %s/%s: lease refresh failed (%s); retrying",
-                        req.job_id, req.node, exc)
+            # Redis restarting: keep the job running and re-create the lease on the next
+            # round (recovery gives a restarted Redis a grace period for that), but
+            # never past the renewal bound: by then the part may be declared lost
+            if time.monotonic() - self.renewed > self.ctx.renew_bound:
+                self._kill_all(self._unrenewed())
+            else:
+                log.warning("job manager %s/%s: lease refresh failed (%s); retrying",
+                            req.job_id, req.node, exc)
             return
+        if verdict >= 0:
+            self._renewed_at(began)
         if self.kill_reason is not None:
             return
-        if cancelled:
+        if verdict == 1:
             self._kill_all(("cancelled by user", "USER_CANCELLED"))
-        elif token is not None and token.decode() != req.token:
+        elif verdict == -2:
+            self._kill_all(("launch fenced: the job's part was declared lost",
+                            "SYSTEM_CANCELLED"))
+        elif verdict == -1:
             self._kill_all(("launch superseded (job requeued)", "SYSTEM_CANCELLED"))
+
+    def _renewed_at(self, began: float) -> None:
+        """The lease was renewed by a call begun at ``began`` (monotonic): tell the
+        watchdog, which counts the renewal bound from there."""
+        self.renewed = max(self.renewed, began)
+        self.ctx.watchdog().renew((p.pid for _, p in self.procs), began)
+
+    def _unrenewed(self) -> tuple[str, str]:
+        return (f"lease not renewed for {self.ctx.renew_bound:g} s (Redis unreachable or "
+                f"{self.req.node}'s daemon stalled): killed", "JM_STOPPED")
+
+    def _check_claim_fresh(self) -> None:
+        """Refuse to start a process a renewal bound after the launch claim: the daemon
+        stalled between claim and spawn, and the launch may be fenced and rerun by now."""
+        late = time.monotonic() - self.renewed
+        if late > self.ctx.renew_bound:
+            raise LaunchError(f"job {self.req.job_id} on {self.req.node}: launch claimed "
+                              f"{late:.1f} s ago, past the renewal bound; not started",
+                              code="JM_STOPPED")
 
     def _kill_all(self, reason: tuple[str, str] | None = None) -> None:
         if reason is not None and self.kill_reason is None:

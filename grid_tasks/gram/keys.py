@@ -7,9 +7,24 @@ _P = "grid_tasks:gram"
 CANCEL_TTL_S = 24 * 3600
 
 
+#: How a fenced launch epoch reads in :func:`token_key` (a tombstone, see :func:`fenced`).
+FENCED_PREFIX = "fenced:"
+#: How long a launch token (or its tombstone) stays in Redis (seconds).
+TOKEN_TTL_S = 24 * 3600
+
+
 def token_key(job_id: int) -> str:
-    """The launch token currently valid for the job (absent: nothing may start)."""
+    """The launch epoch currently valid for the job: its launch token, or the tombstone
+    of a fenced one.  Only the current token may start (launch claim) or keep running
+    (job manager); absent means a restarted, empty Redis, where a running job manager
+    re-asserts its own token (nothing may start on an absent one)."""
     return f"{_P}:{job_id}:token"
+
+
+def fenced(token: str | None) -> str:
+    """The tombstone recovery writes over a lost or unconfirmed launch's token: every
+    job manager of that launch reads it as superseded and kills its processes."""
+    return f"{FENCED_PREFIX}{token or '-'}"
 
 
 def launched_key(job_id: int, token: str, node: str) -> str:

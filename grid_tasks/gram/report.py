@@ -24,6 +24,8 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from grid_tasks.effects import send_reports
 from grid_tasks.gram import keys
 from grid_tasks.gram.report_sender import FINISHED, STARTED, Report, ReportSender, to_wire
+from grid_tasks.leases import lease_timing, renew_bound
+from grid_tasks.node.watchdog import Watchdog, watchdog_for
 from grid_tasks.security.connections import redis_client
 from grid_tasks.settings import app_settings
 
@@ -50,6 +52,12 @@ class NodeContext:
     lease_interval: float
     lease_ttl: float
     sender: Any = None  # the ReportSender of this context (made on first report)
+    #: seconds without a renewed lease after which a job's processes are killed
+    renew_bound: float = 5.0
+
+    def watchdog(self) -> Watchdog:
+        """This daemon's watchdog process (see :mod:`grid_tasks.node.watchdog`)."""
+        return watchdog_for(self.renew_bound)
 
     def reporter(self) -> Any:
         """The batching sender of this context's job manager reports."""
@@ -73,12 +81,6 @@ _contexts: dict[tuple[int, int], NodeContext] = {}
 _lock = threading.Lock()
 
 
-def lease_timing(settings: Any) -> tuple[float, float]:
-    """(refresh interval, TTL) of job manager leases, from the heartbeat settings."""
-    interval = min(1.0, float(settings.heartbeat_interval))
-    return interval, max(2.0, 3 * float(settings.heartbeat_interval))
-
-
 def node_context(app: Any) -> NodeContext:
     """The shared context of this process for ``app`` (made on first use): a node
     daemon's composition root (it holds no database credentials)."""
@@ -89,7 +91,8 @@ def node_context(app: Any) -> NodeContext:
             settings = app_settings(app)
             interval, ttl = lease_timing(settings)
             ctx = _contexts[key] = NodeContext(app, settings, redis_client(settings),
-                                               interval, ttl)
+                                               interval, ttl,
+                                               renew_bound=renew_bound(settings))
         return ctx
 
 

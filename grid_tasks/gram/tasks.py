@@ -8,6 +8,7 @@ never load SQLAlchemy.  The gatekeeper's tasks are in :mod:`grid_tasks.gram.gate
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any
 
 from celery import shared_task
@@ -22,7 +23,8 @@ from grid_tasks.gram.report import PARTS_TTL_S, node_context, report_finished
 log = logging.getLogger(__name__)
 
 # KEYS: token, cancel, launched.  ARGV: token, ttl.  Returns 1 to launch, 0 if
-# stale or already launched, -1 if the job was cancelled meanwhile.
+# stale (superseded, fenced by recovery, or no token at all) or already launched, -1
+# if the job was cancelled meanwhile.
 _CLAIM = """
 local current = redis.call('GET', KEYS[1])
 if (not current) or current ~= ARGV[1] then return 0 end
@@ -59,6 +61,7 @@ def launch_batch(self: Any, *, rm: str, node: str, requests: list[dict[str, Any]
 def _launch_all(app: Any, reqs: list[Any]) -> list[str]:
     """Claim every part in one Redis round trip, then start the claimed ones."""
     ctx = node_context(app)
+    claimed_at = time.monotonic()  # the processes' renewal bound counts from here
     pipe = ctx.redis.pipeline(transaction=False)
     for req in reqs:  # EVAL: a registered script would make the pipeline ask SCRIPT EXISTS
         pipe.eval(_CLAIM, 3, keys.token_key(req.job_id), keys.cancel_key(req.job_id),
@@ -71,6 +74,6 @@ def _launch_all(app: Any, reqs: list[Any]) -> list[str]:
             report_finished(ctx, req, Part({}, "cancelled by user", "USER_CANCELLED").to_json())
             outcomes.append("cancelled")
         else:
-            JobManager(req, ctx).launch()
+            JobManager(req, ctx, claimed_at).launch()
             outcomes.append("launched")
     return outcomes

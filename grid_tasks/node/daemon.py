@@ -6,7 +6,9 @@ variables ``GRID_TASKS_RM`` and ``GRID_TASKS_NODE`` (``grid-tasks worker`` sets
 them; plain ``celery -A grid_tasks.celery_app worker`` reads them too).  It then
 consumes its node queue, registers its resources (as configured in the
 topology, else detected) and refreshes a heartbeat key with a TTL from a
-thread.  A worker with only ``GRID_TASKS_RM`` is that RM's gatekeeper.
+thread.  A worker with only ``GRID_TASKS_RM`` is that RM's gatekeeper.  It also
+starts its watchdog process (:mod:`grid_tasks.node.watchdog`), which kills the jobs of
+a daemon that stopped renewing their leases (frozen, or cut off from Redis).
 
 A node daemon holds no database credentials: its durable registration is a
 ``record_node`` message to its RM's gatekeeper, which records it in SQL
@@ -27,8 +29,10 @@ from celery.worker import state as worker_state
 
 from grid_tasks.effects import send_registration, trigger_iteration
 from grid_tasks.errors import GridTasksError
+from grid_tasks.leases import renew_bound
 from grid_tasks.node.registry import NodeRegistry
 from grid_tasks.node.resources import detect_resources, host_facts
+from grid_tasks.node.watchdog import close_watchdogs, watchdog_for
 from grid_tasks.queues import gatekeeper_queue, node_queue
 from grid_tasks.security.startup import check_node_account
 from grid_tasks.settings import Settings, app_settings
@@ -140,6 +144,8 @@ class NodeDaemonStep(bootsteps.StartStopStep):
         rm, node = self.rm, self.node
         resources, source = node_resources(settings, rm, node)
         registry.register(rm, node, resources, host_facts(), source, time.time())
+        # started now, once: no launch waits for it (its job managers report to it)
+        watchdog_for(renew_bound(settings))
         changed = functools.partial(node_changed, worker.app, registry.client, rm, node)
 
         def first() -> None:
@@ -157,6 +163,7 @@ class NodeDaemonStep(bootsteps.StartStopStep):
     def stop(self, worker: Any) -> None:
         if self.heartbeat is None:
             return
+        close_watchdogs()  # what still runs dies with the daemon (as by PDEATHSIG)
         hb, self.heartbeat = self.heartbeat, None
         hb.stop()
         try:

@@ -1,14 +1,19 @@
 """One live Maui iteration of a resource manager, applied transactionally (outbox style).
 
 1. reconciliation (ends and cancels only Redis knows of, after a database outage:
-   :mod:`~grid_tasks.scheduling.reconcile`), then recovery (unconfirmed launches,
-   lost job managers);
+   :mod:`~grid_tasks.scheduling.reconcile`), then recovery: fences whose deadline
+   passed release their nodes (a requeued job goes back to Idle); unconfirmed launches
+   and lost job managers are fenced (:mod:`grid_tasks.scheduling.fences`);
 2. the pure core loaded from SQL decides (:func:`~grid_tasks.scheduling.state.load_scheduler`);
 3. every start is committed as Maui ``Starting`` with its allocation and a fresh
    launch token, in the same transaction;
 4. only then the token goes to Redis and one launch task per node is published;
    a publish failure sends the job back to Idle.  A launch that never confirms
    is rolled back by step 1 of a later iteration.
+
+What time alone makes due - a launch timeout, a fence deadline - gets an iteration
+sent for that moment (:func:`_wake_when_due`), so a killed daemon's jobs start again
+within :func:`~grid_tasks.scheduling.recovery.redelivery_bound`, not a poll later.
 """
 
 from __future__ import annotations
@@ -22,18 +27,19 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from sqlalchemy import bindparam, select, update
+from sqlalchemy import bindparam, func, select, update
 
 from grid_tasks.db import ConcurrentUpdateError, repository, session_scope
 from grid_tasks.db.models import Job as JobRow
-from grid_tasks.effects import send_launch_batch
+from grid_tasks.effects import queued_key, send_iteration, send_launch_batch
 from grid_tasks.gram import keys
 from grid_tasks.gram.launch import LaunchRequest, requests_for
 from grid_tasks.gram.records import Outbox
 from grid_tasks.gram.report import PARTS_TTL_S
+from grid_tasks.leases import fence_span
 from grid_tasks.schedmods import ModuleContext, scheduler_parts
 from grid_tasks.schedmods.jobchecker import CheckReport, DeferPolicy, JobChecker, release_deferred
-from grid_tasks.scheduling import grid_reservations
+from grid_tasks.scheduling import fences, grid_reservations
 from grid_tasks.scheduling.reconcile import reconcile
 from grid_tasks.scheduling.recovery import defer, launch_timeout, node_failure_policy, recover
 from grid_tasks.scheduling.state import (
@@ -55,6 +61,8 @@ class IterationReport:
     reconciled: list[int] = field(default_factory=list)  # ends found only in Redis
     rolled_back: list[int] = field(default_factory=list)
     busy: bool = False  # jobs are starting or running: keep watching leases
+    released: list[int] = field(default_factory=list)  # fenced jobs back to Idle
+    due_at: float | None = None  # POSIX time a launch timeout or fence deadline is due
 
 
 def run_iteration(app: Any, rm: str, *, sessions: Any, redis: Any, registry: Any = None,
@@ -73,11 +81,11 @@ def run_iteration(app: Any, rm: str, *, sessions: Any, redis: Any, registry: Any
     now = time.time() if now is None else now
     at = datetime.fromtimestamp(now, tz=timezone.utc)
     report, outbox = IterationReport(rm), Outbox()
+    settings = settings or app_settings(app)
     with session_scope(sessions) as session:
         policy_file = rm_policy_file(session, rm)
         cfg = maui_config(policy_file)
         deferral = DeferPolicy.from_config(cfg)
-        settings = settings or app_settings(app)
         modules = _modules(settings, rm, cfg, session)
         if not quick:
             _housekeeping(session, rm, policy_file, at, redis, outbox, deferral, modules,
@@ -94,8 +102,10 @@ def run_iteration(app: Any, rm: str, *, sessions: Any, redis: Any, registry: Any
         # back): look again soon rather than only at the next RMPOLLINTERVAL.
         # (a full machine's idle queue is not read: its running jobs make it busy)
         report.busy = bool(report.started or sched.running_jobs() or sched.idle_jobs())
+        report.due_at = _due_at(session, rm, at, quick, bool(launches))
     _publish(app, redis, launches, sessions, report, deferral)
     outbox.flush(redis, app)
+    _wake_when_due(app, redis, rm, report.due_at, now)
     idle = len(sched.idle_jobs())
     log.info("iterate %s: %s, %d started, %d recovered in %.1f ms", rm,
              f"{idle} idle" if idle or not sched.nothing_free(now) else "full (idle queue unread)",
@@ -106,17 +116,53 @@ def run_iteration(app: Any, rm: str, *, sessions: Any, redis: Any, registry: Any
 def _housekeeping(session: Any, rm: str, policy_file: str | None, at: datetime, redis: Any,
                   outbox: Outbox, deferral: DeferPolicy, modules: list[Any],
                   report: IterationReport, settings: Settings) -> None:
-    """What only time makes due: ends and cancels SQL missed, lost launches and
-    leases, deferrals that are over."""
+    """What only time makes due: ends and cancels SQL missed, fences past their
+    deadline, lost launches and leases, deferrals that are over."""
     policy = node_failure_policy(policy_file)
     report.reconciled = reconcile(session, rm, at, redis, outbox,
                                   overdue=launch_timeout(), settings=settings)
+    report.released = fences.release_due(session, rm, at)
     report.recovered = recover(session, rm, at, redis, outbox, policy, launch_timeout(),
-                               deferral)
+                               fence_span(settings))
     if not any(isinstance(m, JobChecker) for m in modules):
         # without the jobchecker module deferred jobs would never come back
         release_deferred(session, deferral, at.timestamp(), rm, CheckReport())
     session.flush()
+
+
+_OLDEST_STARTING = select(func.min(JobRow.start_time)).where(
+    JobRow.rm == bindparam("rm"), JobRow.state == JobState.PENDING,
+    JobRow.maui_state == MauiJobState.STARTING)
+
+
+def _due_at(session: Any, rm: str, at: datetime, quick: bool, launched: bool) -> float | None:
+    """When the next launch timeout or fence deadline of ``rm`` falls due (POSIX
+    seconds), or None: this iteration's launches, and on full iterations the oldest
+    unconfirmed launch and the earliest fence deadline."""
+    timeout = launch_timeout()
+    due = [at.timestamp() + timeout] if launched else []
+    if not quick:
+        oldest = session.connection().scalar(_OLDEST_STARTING, {"rm": rm})
+        if oldest is not None:
+            due.append(oldest.timestamp() + timeout)
+        deadline = fences.next_deadline(session, rm, at)
+        if deadline is not None:
+            due.append(deadline.timestamp())
+    return min(due, default=None)
+
+
+def _wake_when_due(app: Any, redis: Any, rm: str, due_at: float | None, now: float) -> None:
+    """Send one iteration of ``rm`` for ``due_at`` (once per due second), so a launch
+    timeout or fence deadline is acted on then, not a lease watch or poll later."""
+    if due_at is None:
+        return
+    delay = max(0.1, due_at - now + 0.05)
+    key = f"{queued_key(rm)}:due:{int(due_at)}"
+    try:
+        if redis.set(key, 1, nx=True, px=int((delay + 5) * 1000)):
+            send_iteration(app, rm, why="due", countdown=delay)
+    except Exception as exc:  # broker or Redis away: the lease watch and beat catch up
+        log.warning("iteration of %s due in %.1f s not sent: %s", rm, delay, exc)
 
 
 # Built once (every start runs them): Core statements, no ORM unit of work.

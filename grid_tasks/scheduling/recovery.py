@@ -3,14 +3,27 @@
 Node failure policy (what happens to the jobs of a node that went silent):
 
 * ``FAIL`` (default): the job is FAILED, reason "node X lost", GRAM error JM_STOPPED;
-* ``REQUEUE``: the job goes back to PENDING/Idle and is scheduled anew; any part
-  still running elsewhere is killed because its launch token is superseded.
+* ``REQUEUE``: the job goes back to PENDING and is scheduled anew once its fence
+  deadline has passed.
 
 Set it per RM in the RM's maui.cfg as ``JOBACTIONONNODEFAILURE FAIL|REQUEUE``
 (Moab's parameter name, in the maui.cfg schema with the values FAIL and
-REQUEUE), or grid-wide with ``GRID_TASKS_NODE_FAILURE_POLICY``,
-which wins.  A launch not confirmed within ``GRID_TASKS_LAUNCH_TIMEOUT``
-seconds (default 30) goes back to Idle - or FAILED if it was cancelled.
+REQUEUE), or grid-wide with ``GRID_TASKS_NODE_FAILURE_POLICY``, which wins.
+
+Either way the launch is fenced first (:mod:`grid_tasks.scheduling.fences`): its
+token is superseded by a tombstone, so every part still running kills itself (a part
+that cannot read it does so at its renewal bound), and its nodes stay held until the
+fence deadline - the first sight of the loss plus the fence span
+(:func:`grid_tasks.leases.fence_span`: 18 s with the shipped settings).
+
+A launch not confirmed within ``GRID_TASKS_LAUNCH_TIMEOUT`` seconds (default 30) is
+fenced too, and goes back to Idle at its fence deadline without a deferral (a node
+that died is not the job's fault) - or FAILED if it was cancelled.  A launch task
+redelivered after the timeout (the visibility timeout, 30 s, plus the restore scan,
+5 s: never before the launch timeout) finds the tombstone and starts nothing.  So a
+killed daemon's in-flight jobs start again within launch timeout + fence span + the
+slack of two iterations: 54 s, at most 60 s with the shipped settings
+(:func:`redelivery_bound`).
 """
 
 from __future__ import annotations
@@ -28,12 +41,17 @@ from grid_tasks.db.models import Job as JobRow
 from grid_tasks.errors import ConfigError
 from grid_tasks.gram import keys
 from grid_tasks.gram.records import Outbox, finish, transition
+from grid_tasks.leases import fence_span
 from grid_tasks.schedmods.jobchecker import defer_job
+from grid_tasks.scheduling.fences import fence
 from grid_tasks.scheduling.state import maui_config
+from grid_tasks.settings import Settings
 from grid_tasks.states import JobState, MauiJobState
 
 ENV_POLICY = "GRID_TASKS_NODE_FAILURE_POLICY"
 ENV_LAUNCH_TIMEOUT = "GRID_TASKS_LAUNCH_TIMEOUT"
+#: The fence span of the shipped settings (seconds), for callers that pass none.
+DEFAULT_FENCE_S = fence_span(Settings())
 
 
 class NodeFailurePolicy(str, Enum):
@@ -59,6 +77,20 @@ def node_failure_policy(policy_file: str | None, environ: Any = None) -> NodeFai
     except ValueError:
         raise ConfigError(f"{ENV_POLICY}={raw!r}: expected FAIL or REQUEUE",
                           key=ENV_POLICY) from None
+
+
+#: Seconds an iteration sent for a due moment (see the iteration's ``_wake_when_due``)
+#: may take to be delivered and run on a busy scheduler.
+ITERATION_SLACK_S = 3.0
+
+
+def redelivery_bound(settings: Settings, timeout: float) -> float:
+    """Seconds within which a job whose launch was lost with its node daemon starts
+    again (on a usable node): the launch timeout (an iteration is sent for that
+    moment), the fence span (another one is sent for the deadline, which starts the
+    job), and the slack of those two iterations.  README states it for the shipped
+    settings: 30 + 18 + 6 = 54 s, at most 60 s."""
+    return timeout + fence_span(settings) + 2 * ITERATION_SLACK_S
 
 
 def launch_timeout(environ: Any = None) -> float:
@@ -109,11 +141,12 @@ _DUE = select(JobRow).where(
 
 
 def recover(session: Session, rm: str, now: datetime, redis: Any, outbox: Outbox,
-            policy: NodeFailurePolicy, timeout: float, defer_policy: Any = None) -> list[int]:
-    """Roll back unconfirmed launches and handle lost job managers; returns the job ids.
+            policy: NodeFailurePolicy, timeout: float,
+            fence_s: float = DEFAULT_FENCE_S) -> list[int]:
+    """Fence unconfirmed launches and lost job managers; returns the job ids.
 
-    ``defer_policy`` (a :class:`~grid_tasks.schedmods.DeferPolicy`) defers a job whose
-    launch never confirmed; None sends it straight back to Idle."""
+    ``fence_s``: the fence span (:func:`grid_tasks.leases.fence_span` of the grid's
+    settings): how long a fenced launch's nodes stay held, and a requeued job waits."""
     # only jobs started at least ``timeout`` ago can be due (every iteration asks)
     rows = list(session.scalars(_DUE, {"rm": rm,
                                        "cutoff": now - timedelta(seconds=timeout)}))
@@ -127,15 +160,15 @@ def recover(session: Session, rm: str, now: datetime, redis: Any, outbox: Outbox
             continue
         if row.state is JobState.PENDING:
             # unconfirmed past the timeout even if its job managers live (their ACTIVE
-            # report may have been lost to a database outage): the superseded token
-            # kills any part still running when the job is launched anew
+            # report may have been lost to a database outage): fenced, any part still
+            # running is dead before the job may run again
             touched.append(row.id)
-            _unconfirmed(session, row, now, redis, outbox, defer_policy)
+            _unconfirmed(session, row, now, redis, outbox, fence_s)
             continue
         lost = [n for n in sorted(row.nodes_allocated or {}) if probe[(row.id, n)] == (False, False)]
         if lost and not _redis_restarted_within(redis, timeout):
             touched.append(row.id)
-            _lost(session, row, lost, now, redis, outbox, policy)
+            _lost(session, row, lost, now, redis, outbox, policy, fence_s)
     return touched
 
 
@@ -151,24 +184,26 @@ def _redis_restarted_within(redis: Any, grace: float) -> bool:
 
 
 def _unconfirmed(session: Session, row: JobRow, now: datetime, redis: Any,
-                 outbox: Outbox, defer_policy: Any) -> None:
-    redis.delete(keys.token_key(row.id))
-    if redis.exists(keys.cancel_key(row.id)):
+                 outbox: Outbox, fence_s: float) -> None:
+    nodes = ", ".join(sorted(row.nodes_allocated or {})) or "its nodes"
+    why = f"launch on {nodes} not confirmed"
+    cancelled = bool(redis.exists(keys.cancel_key(row.id)))
+    fence(session, row, redis, now, fence_s, why, requeue=not cancelled)
+    if cancelled:
         finish(session, row, JobState.FAILED, "cancelled by user", now, outbox,
                gram_error="USER_CANCELLED")
         return
-    nodes = ", ".join(sorted(row.nodes_allocated or {})) or "its nodes"
-    defer(session, row, now, defer_policy, f"launch on {nodes} not confirmed")
     outbox.rms.add(row.rm or "")
 
 
 def _lost(session: Session, row: JobRow, lost: list[str], now: datetime, redis: Any,
-          outbox: Outbox, policy: NodeFailurePolicy) -> None:
+          outbox: Outbox, policy: NodeFailurePolicy, fence_s: float) -> None:
     why = f"node {', '.join(lost)} lost (job manager lease expired)"
-    redis.delete(keys.token_key(row.id))  # any surviving part kills itself
-    if policy is NodeFailurePolicy.REQUEUE and not redis.exists(keys.cancel_key(row.id)):
+    requeue = policy is NodeFailurePolicy.REQUEUE and not redis.exists(keys.cancel_key(row.id))
+    if requeue:  # PENDING first (that makes it Idle), then on the fence hold
         transition(session, row, JobState.PENDING, f"{why}: requeued", now, outbox)
-        back_to_idle(row)
+        fence(session, row, redis, now, fence_s, why, requeue=True)
         outbox.rms.add(row.rm or "")
         return
+    fence(session, row, redis, now, fence_s, why, requeue=False)
     finish(session, row, JobState.FAILED, why, now, outbox, gram_error="JM_STOPPED")

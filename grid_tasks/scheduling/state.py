@@ -3,8 +3,9 @@
 :func:`load_scheduler` is shared by the live iteration and the operator CLI
 (showstart, showbf, diagnose): nodes from SQL (or the topology), their liveness
 from the Redis :class:`~grid_tasks.node.registry.NodeRegistry`, running jobs,
-idle jobs, administrative (and confirmed grid) reservations from the SQL
-``reservations`` table, fairshare usage from accounting, and the policy of the
+idle jobs, the nodes of fenced launches until their fence deadline
+(:mod:`grid_tasks.scheduling.fences`), administrative (and confirmed grid)
+reservations from the SQL ``reservations`` table, fairshare usage from accounting, and the policy of the
 RM's ``maui.cfg``.  Times handed to the core are POSIX seconds.
 
 Reservation rows: ``nodes`` lists whole nodes held, or ``resources`` gives
@@ -39,6 +40,7 @@ from grid_tasks.maui.cfg import MauiConfig, load_maui_config, parse_maui_config
 from grid_tasks.maui.cfgbridge import scheduler_config
 from grid_tasks.maui.model import USABLE_STATES
 from grid_tasks.maui.priority import Fairshare
+from grid_tasks.scheduling.fences import hold_in
 from grid_tasks.scheduling.idle_queue import idle_core_jobs, read_queue
 # re-exported: the loader's callers know them from here
 from grid_tasks.scheduling.job_rows import (  # noqa: F401
@@ -317,6 +319,7 @@ def load_scheduler(session: Session, rm: str, *, now: float, registry: Any = Non
         # seen with that job, never the job without it.
         queue = read_queue(session, rm)
     _restore_running(sched, rows, rm, now)
+    hold_in(sched, session, rm, now)  # fenced launches' nodes, until their deadline
     for row in _admin_reservations(session, rm, now):
         try:
             # running jobs the ACL admits continue inside their reservation

@@ -29,6 +29,7 @@ from grid_tasks.db import (
     session_factory,
     session_scope,
 )
+from grid_tasks.db.models import Fence
 from grid_tasks.db.retry import retrying as _retrying
 from grid_tasks.db.retry import retrying_one_at_a_time, transient_db_error
 from grid_tasks.db.testing import temporary_database
@@ -130,11 +131,12 @@ def test_an_unconfirmed_launch_with_live_job_managers_is_rolled_back(store) -> N
         client.set(keys.lease_key(job_id, node), "tok-1")
     assert _recover(sessions, client, T0 + timedelta(seconds=4)) == []  # within the timeout
     assert _recover(sessions, client, T0 + timedelta(seconds=6)) == [job_id]
-    with session_scope(sessions) as session:
+    with session_scope(sessions) as session:  # waits out its fence, then Idle
         row = session.get(Job, job_id)
-        assert row.state is JobState.PENDING and row.maui_state is MauiJobState.IDLE
+        assert row.state is JobState.PENDING and row.maui_state is MauiJobState.HOLD
         assert row.launch_token is None and not row.nodes_allocated
-    assert client.get(keys.token_key(job_id)) is None  # the old parts are superseded
+    # the old parts read the tombstone and kill themselves
+    assert client.get(keys.token_key(job_id)) == keys.fenced("tok-1").encode()
 
 
 class Uptime:
@@ -171,6 +173,11 @@ def test_a_missing_lease_right_after_a_redis_restart_is_not_a_lost_node(store) -
     with session_scope(sessions) as session:
         row = session.get(Job, job_id)
         assert row.state is JobState.FAILED and "node node2 lost" in row.failure_reason
+        # fenced, not deleted: node1's live part reads the tombstone and dies; both
+        # nodes stay held until the deadline (finding 1)
+        (fence,) = session.query(Fence).filter_by(job_id=job_id)
+        assert fence.nodes == {"node1": 1, "node2": 1} and fence.deadline > later
+    assert client.get(keys.token_key(job_id)) == keys.fenced("tok-1").encode()
 
 
 def test_redis_calls_are_retried_through_a_restart_and_give_up_after_the_backoff() -> None:

@@ -75,38 +75,50 @@ def test_modules_named_in_maui_cfg_run_in_the_live_iteration(tmp_path, settings,
     client.close()
 
 
-def test_unconfirmed_launch_is_deferred_then_released_after_defertime(
+def test_unconfirmed_launch_is_fenced_and_idle_at_its_deadline_without_deferral(
         tmp_path, settings, celery_app_factory, cleanup, monkeypatch):
+    """Finding 2 at the scheduler: an unconfirmed launch is fenced, not deleted; its
+    node stays held and the job is not relaunched before the fence deadline; then it
+    is Idle again with no deferral (a lost node is not the job's fault)."""
+    from grid_tasks.db.models import Fence
+    from grid_tasks.leases import fence_span
+
     monkeypatch.setenv("GRID_TASKS_LAUNCH_TIMEOUT", "1")
-    app, client, registry, sessions, _ = _grid(tmp_path, settings, celery_app_factory,
-                                               "DEFERTIME 00:00:30\nDEFERCOUNT 1\n")
+    app, client, registry, sessions, settings = _grid(
+        tmp_path, settings, celery_app_factory, "DEFERTIME 01:00:00\nDEFERCOUNT 1\n")
+    span = fence_span(settings)
     job = _submit(sessions)
     t0 = time.time()
     assert run_iteration(app, "rmA", sessions=sessions, redis=client, registry=registry,
                          now=t0).started == [job]
     with db.session_scope(sessions) as s:  # nobody ran it: no lease, no part reported
-        db.repository.get_job(s, job).start_time = datetime.now(timezone.utc) - timedelta(
-            seconds=5)
+        row = db.repository.get_job(s, job)
+        row.start_time, token = datetime.now(timezone.utc) - timedelta(seconds=5), row.launch_token
+        (node,) = row.nodes_allocated
     report = run_iteration(app, "rmA", sessions=sessions, redis=client, registry=registry,
                            now=t0 + 5)
-    assert report.recovered == [job] and report.started == []  # deferred, not restarted
+    assert report.recovered == [job] and report.started == []
+    assert report.due_at == pytest.approx(t0 + 5 + span)  # an iteration is sent for then
+    assert client.get(keys.token_key(job)).decode() == keys.fenced(token)  # not deleted
     with db.session_scope(sessions) as s:
         row = db.repository.get_job(s, job)
-        assert row.maui_state is MauiJobState.DEFERRED and row.nodes_allocated == {}
-        assert "not confirmed" in row.request["maui_defer"]["reason"]
-    assert not client.exists(keys.token_key(job))
-    # still deferred within DEFERTIME; released and started once it is over
+        assert row.maui_state is MauiJobState.HOLD and row.holds == ["fence"]
+        assert row.nodes_allocated == {} and "maui_defer" not in row.request
+        (held,) = s.query(Fence).all()
+        assert held.nodes == {node: 2} and held.token == token
+    # two fresh jobs of 2 processors: one fits on the other node, none on the fenced one
+    fresh = [_submit(sessions), _submit(sessions)]
     assert run_iteration(app, "rmA", sessions=sessions, redis=client, registry=registry,
-                         now=t0 + 20).started == []
+                         now=t0 + 6).started == [fresh[0]]
     assert run_iteration(app, "rmA", sessions=sessions, redis=client, registry=registry,
-                         now=t0 + 40).started == [job]
-    with db.session_scope(sessions) as s:  # a second failure is past DEFERCOUNT: held
-        row = db.repository.get_job(s, job)
-        row.start_time = datetime.now(timezone.utc) - timedelta(seconds=5)
-    run_iteration(app, "rmA", sessions=sessions, redis=client, registry=registry, now=t0 + 45)
+                         now=t0 + 5 + span - 0.5).started == []
+    # past the deadline: the fence is gone, the job is Idle and starts first (older)
+    report = run_iteration(app, "rmA", sessions=sessions, redis=client, registry=registry,
+                           now=t0 + 5 + span + 0.5)
+    assert report.released == [job] and report.started == [job]
     with db.session_scope(sessions) as s:
-        row = db.repository.get_job(s, job)
-        assert row.maui_state is MauiJobState.HOLD and "batch" in row.holds
+        assert s.query(Fence).filter_by(job_id=job).count() == 0  # fresh[0] has its own
+        assert db.repository.get_job(s, job).holds == []
     client.close()
 
 

@@ -13,6 +13,7 @@ import redis
 from grid_tasks import db
 from grid_tasks.effects import dirty_key, queued_key
 from grid_tasks.embedded.stack import prepare_database
+from grid_tasks.gram import keys
 from grid_tasks.gram.records import Outbox
 from grid_tasks.gram.submission import build_job
 from grid_tasks.node.registry import NodeRegistry
@@ -112,11 +113,12 @@ def test_lost_node_jobs_follow_the_policy_and_the_iteration_runs_again(grid, pol
         if policy == "FAIL":
             assert row.state is JobState.FAILED and "node1 lost" in row.failure_reason
             assert row.gram_error == "JM_STOPPED" and report.started == []
-        else:  # requeued, and started anew on the node still alive in the same run
-            assert row.state is JobState.PENDING and row.maui_state is MauiJobState.STARTING
+        else:  # requeued, but not started anew (node2 is free) before its fence deadline
+            assert row.state is JobState.PENDING and row.maui_state is MauiJobState.HOLD
+            assert row.holds == ["fence"] and report.started == []
             assert "requeued" in db.repository.job_history(s, job_id)[-1].reason
-            assert report.started == [job_id] and row.nodes_allocated == {"node2": 2}
-            assert row.launch_token != "tok"  # the lost launch can start nothing more
+            assert row.launch_token is None  # the lost launch can start nothing more
+    assert client.get(keys.token_key(job_id)) == keys.fenced("tok").encode()
 
 
 def test_each_iteration_records_its_duration_for_the_metrics(grid):

@@ -2,6 +2,7 @@
 
 from .accounting import AccountingRecord
 from .base import NAMING_CONVENTION, Base, EnumText, UTCDateTime
+from .fences import Fence
 from .jobs import BarrierState, CoallocatedJob, Job, JobStateHistory, Subjob
 from .reservations import ACL_KEYS, Reservation, ReservationKind
 from .resources import Node, ResourceManager
@@ -13,6 +14,7 @@ __all__ = [
     "Base",
     "CoallocatedJob",
     "EnumText",
+    "Fence",
     "Job",
     "JobStateHistory",
     "NAMING_CONVENTION",
