@@ -131,6 +131,13 @@ def report_started(ctx: NodeContext, req: Any, started: float | None = None) -> 
         ctx.reporter().write(Report(STARTED, req, started=started))
 
 
+# KEYS: lease.  ARGV: token.  Deletes the lease if it is still this launch's.
+_DROP_OWN_LEASE = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+"""
+
+
 def report_finished(ctx: NodeContext, req: Any, part_json: str) -> None:
     """Store this node's part; the last part in reports the job's end.
 
@@ -144,7 +151,9 @@ def report_finished(ctx: NodeContext, req: Any, part_json: str) -> None:
         pipe.hset(parts, req.node, part_json)
         pipe.expire(parts, UNRECORDED_PARTS_TTL_S)
         pipe.hgetall(parts)
-        pipe.delete(keys.lease_key(req.job_id, req.node))
+        # only our own lease: a fenced job manager waking up after its job was launched
+        # again on this node must not drop the new launch's lease
+        pipe.eval(_DROP_OWN_LEASE, 1, keys.lease_key(req.job_id, req.node), req.token)
         return pipe.execute()[2]
 
     everything = redis_retrying(store_part)

@@ -10,6 +10,8 @@ import time
 from redis.exceptions import ConnectionError as RedisConnectionError
 
 from grid_tasks.gram import keys
+from grid_tasks.gram.jobmanager import Part
+from grid_tasks.gram.report import report_finished
 from grid_tasks.states import JobState
 from tests.gram import test_jobmanager as jm
 from tests.gram.test_jobmanager import _history, _live_members, _manager
@@ -106,3 +108,17 @@ def test_a_launch_redelivered_after_the_fence_starts_nothing(side) -> None:
     redis.delete(keys.token_key(job_id))
     assert _launch_all(side.app, [manager.req]) == ["skipped"]
     assert not redis.exists(keys.lease_key(job_id, "node1"))
+
+
+def test_a_fenced_manager_ending_late_leaves_a_new_launchs_lease(side) -> None:
+    """The job was launched again on this node (new token, new lease) while the fenced
+    job manager was frozen: its end report keeps the new launch's lease."""
+    manager = _manager(side, SLEEP)
+    redis, job_id = side.ctx.redis, manager.req.job_id
+    lease = keys.lease_key(job_id, "node1")
+    redis.set(lease, "the-new-launch", px=60_000)
+    report_finished(side.ctx, manager.req, Part({"0": -9}, "fenced", "SYSTEM_CANCELLED").to_json())
+    assert redis.get(lease) == b"the-new-launch"
+    redis.set(lease, manager.req.token, px=60_000)  # its own lease does go
+    report_finished(side.ctx, manager.req, Part({"0": 0}).to_json())
+    assert not redis.exists(lease)
