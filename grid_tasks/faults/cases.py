@@ -234,14 +234,15 @@ class NodeKillMidLaunch(FaultCase):
         # the job below must be placed within node3's heartbeat TTL of the freeze.
         warm = self.submit(fg, marker, jobs, "rmB", 0, 4)
         warm.wait(timeout=RECOVERY_BOUND)
-        name = self.reserve(fg, "rmB", 4, 10)  # before the freeze: node3 must stay up
+        name = self.reserve(fg, "rmB", 4, 30)  # before the freeze: node3 must stay up
         # Freeze node3 (recorded in SQL and heartbeating: ensure_healthy) so the launch
         # is in flight when the kill lands; its heartbeat TTL (3 s) keeps it schedulable
         # meanwhile.  count=4 spans node3 and node4.
         self.faulted.add("node3")
         os.killpg(fg.nodes["node3"].pid, signal.SIGSTOP)
         try:
-            job = fg.submit(marked_rsl(self.dir, 10, 4, f"(reservation={name})"), "rmB",
+            # 30 s ranks: a node4 part left running after its job failed shows
+            job = fg.submit(marked_rsl(self.dir, 30, 4, f"(reservation={name})"), "rmB",
                             marker)
             jobs.append(job.id)
             self.expect[job.id] = 4

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 from grid_tasks.faults.cases import (FaultCase, JobManagerKill, NodeKillMidJob, NodeKillMidLaunch,
-                                     PostgresRestart,
-                                     RedisRestart)
+                                     PostgresRestart, RedisRestart)
+from grid_tasks.faults.cases_coord import (NodeKillUnderLoad, RedisLostBeforeRelease,
+                                           SchedulerKillHoldingLock)
+from grid_tasks.faults.cases_fence import FrozenAfterConfirm, FrozenBeforeConfirm
+from grid_tasks.faults.cases_outage import PostgresOutage, SqliteDiskFull
 from grid_tasks.faults.ha_broker import BeatKill, BrokerKill
 
 CASES: dict[str, type[FaultCase]] = {c.name: c for c in (
     NodeKillMidLaunch, NodeKillMidJob, JobManagerKill, BeatKill, BrokerKill, RedisRestart,
-    PostgresRestart)}
+    PostgresRestart, FrozenBeforeConfirm, FrozenAfterConfirm, SchedulerKillHoldingLock,
+    RedisLostBeforeRelease, NodeKillUnderLoad, PostgresOutage, SqliteDiskFull)}
