@@ -60,6 +60,9 @@ class RedisLostBeforeRelease(FaultCase):
         gram = self._gram_jobs(fg, co.id)
         jobs.extend(gram.values())
         self.expect.update({j: 2 for j in gram.values()})
+        # a rank whose barrier failed exits before its first mark: a subjob of a failed
+        # coallocated job may end DONE (exit code 3) having run nothing past the barrier
+        self.at_most_once.update(gram.values())
         killed = time.monotonic()
         os.kill(fg.redis.pid, signal.SIGKILL)
         fg.redis.stop()
@@ -139,7 +142,8 @@ class SchedulerKillHoldingLock(FaultCase):
                                f"{self.attempts} attempts")
         ttl = client.pttl(lock_key("rmA"))
         fg.revive()
-        probe(fg, "rmA", marker, jobs, RECOVERY_BOUND)
+        # bounded by more than the lock's old TTL (60 s): a long stall is measured
+        probe(fg, "rmA", marker, jobs, RECOVERY_BOUND + 30)
         stall = time.monotonic() - killed
         self.extra.append(Check("RM serves again within 10 s", stall < LOCK_TARGET_S,
                                 f"probe on rmA DONE {stall:.1f} s after the holder died "
