@@ -64,6 +64,7 @@ EXTRA = {"job-manager": _daemon_only, "worker-mid-job": _daemon_only,
          "broker-mid-enactment": _broker}
 
 
+@pytest.mark.slow  # ~60 s: a grid of its own on a private PostgreSQL server
 def test_postgres_restart(fault_grid: FaultGrid) -> None:
     from grid_tasks.faults.postgres import PostgresUnavailable, find_bin_dir
 
