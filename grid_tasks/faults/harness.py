@@ -254,6 +254,10 @@ class FaultGrid:
         exited, and wait until every node heartbeats and is recorded in SQL; what was
         done (e.g. ``["resumed node3", "restarted scheduler"]``)."""
         done = [f"resumed {w}" for w in self.thaw()]
+        process = self.redis.process
+        if process is None or process.poll() is not None:  # a case died with it stopped
+            self.redis.start()
+            done.append("restarted redis-server")
         done += [f"restarted {w}" for w in self.revive()]
         assert self.topology is not None
         self.wait_nodes([(s.rm, s.name) for s in self.topology.iter_nodes()], timeout)
