@@ -71,7 +71,9 @@ class RedisLostBeforeRelease(FaultCase):
         state = until(lambda: self._settled(fg, co.id), BARRIER_TIMEOUT_S + 30,
                       "the coallocated job to settle in SQL", poll=0.2)
         settled = time.monotonic() - killed
-        blocker.wait(timeout=RECOVERY_BOUND)
+        # SQL, not the gatekeeper: its worker may still be reconnecting to the new Redis
+        until(lambda: _state(fg, blocker.id).terminal, RECOVERY_BOUND, "rmB's blocker to end",
+              poll=0.5)
         time.sleep(5.0)  # rmB is free now: b would be launched here if it were left
         b = _state(fg, gram["b"]) if "b" in gram else None
         passed = [e for e in read_marks(self.dir) if e.job in gram.values()]
