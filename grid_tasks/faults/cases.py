@@ -77,6 +77,7 @@ class FaultCase:
                 recovery, detail, recovered = None, f"{type(exc).__name__}: {exc}", False
             checks = self.checks(fg, marker, jobs, sampler)
         self.cleanup(fg, jobs)
+        _kill_left(marker)
         if healed:
             detail += f" (before the case: {', '.join(healed)})"
         return Outcome(self.name, self.fault, recovered, recovery, checks, detail)
@@ -147,6 +148,16 @@ class FaultCase:
         except FaultTimeout:
             pass
         return no_orphans(marker)
+
+
+def _kill_left(marker: str) -> None:
+    """SIGKILL what still carries the case's marker (reported as orphans already): the
+    next case must not share the nodes with processes the scheduler does not know."""
+    for pid, _ in marked_processes(marker):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
 
 
 def runtime_command() -> list[str]:
