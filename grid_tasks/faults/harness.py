@@ -31,6 +31,7 @@ from grid_tasks.node.registry import NodeRegistry
 from grid_tasks.private_files import private_dir
 from grid_tasks.security.role_keys import GridKeys, also_trust, ensure_grid_keys
 from grid_tasks.security.roles import Role
+from grid_tasks.security.signing import setup_signing
 from grid_tasks.settings import Settings, default_config_file, node_env
 from grid_tasks.topology import load_topology
 from grid_tasks.utc import as_utc
@@ -253,6 +254,7 @@ class FaultGrid:
         """Make the grid whole before a case: resume what a case froze, restart what
         exited, and wait until every node heartbeats and is recorded in SQL; what was
         done (e.g. ``["resumed node3", "restarted scheduler"]``)."""
+        self.sign_as_user()
         done = [f"resumed {w}" for w in self.thaw()]
         process = self.redis.process
         if process is None or process.poll() is not None:  # a case died with it stopped
@@ -299,6 +301,14 @@ class FaultGrid:
     def all_pids(self) -> set[int]:
         self._pids |= self.supervisor.all_pids()
         return set(self._pids)
+
+    def sign_as_user(self) -> None:
+        """Make this process sign and verify as this grid's user again.  Kombu's
+        serializer registry is process-wide: a grid started later in this process (the
+        database cases run on grids of their own) registered *its* key, and this grid's
+        RMs would refuse every message signed with it ("unknown signer")."""
+        assert self.settings is not None
+        setup_signing(self.grid.app, self.settings.signing)
 
     # -- clients -----------------------------------------------------------------------
     @property
