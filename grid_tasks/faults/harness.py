@@ -169,11 +169,15 @@ class FaultGrid:
         env.update(extra)
         return env
 
-    def start_scheduler(self) -> Child:
+    def start_scheduler(self, standby: bool = False) -> Child:
+        """The scheduler worker (with every gatekeeper queue); ``standby``: a second
+        one beside it, not revived (a case stops it with ``supervisor.stop``)."""
         args = ["worker", "--scheduler", "--gatekeepers", "--no-check", "-l", "WARNING"]
-        self.scheduler = self.supervisor.spawn("scheduler", grid_tasks_command(*args),
-                                               env=self.env())
-        return self.scheduler
+        name = f"scheduler-standby-{len(self.supervisor.children)}" if standby else "scheduler"
+        child = self.supervisor.spawn(name, grid_tasks_command(*args), env=self.env())
+        if not standby:
+            self.scheduler = child
+        return child
 
     def start_beat(self, name: str) -> Child:
         """One of the HA beats (two by default, one active through a Redis lease)."""

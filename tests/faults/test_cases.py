@@ -95,7 +95,8 @@ def _counted(outcome) -> None:
 SLOW = {
     "daemon-frozen-launch": {"resumed node serves again"},
     "daemon-frozen-running": {"resumed node serves again"},
-    "scheduler-holding-lock": {"RM serves again within 10 s"},
+    "scheduler-holding-lock": {"RM serves again within 10 s",
+                               "dead holder's lock lapses within 10 s"},
     "redis-lost-barrier": {"settled within barrier timeout + 5 s", "b never launched",
                            "reason names the lost coordination state",
                            "no user code past the barrier"},
