@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import psutil
 
-from grid_tasks.faults import FaultGrid
+from grid_tasks.faults import FaultGrid, until
 
 
 def test_a_restarted_node_counts_only_once_recorded_in_sql(fault_grid: FaultGrid) -> None:
@@ -23,7 +23,8 @@ def test_a_restarted_node_counts_only_once_recorded_in_sql(fault_grid: FaultGrid
 def test_ensure_healthy_resumes_frozen_and_restarts_dead_daemons(fault_grid: FaultGrid) -> None:
     fault_grid.ensure_healthy()
     frozen = fault_grid.freeze("node4")
-    assert psutil.Process(frozen).status() == psutil.STATUS_STOPPED
+    until(lambda: psutil.Process(frozen).status() == psutil.STATUS_STOPPED, 5,
+          "node4's daemon stopped")  # the signal is delivered asynchronously
     fault_grid.kill_node("node3")
     done = fault_grid.ensure_healthy()
     assert "resumed node4" in done and "restarted node3" in done

@@ -16,7 +16,7 @@ from grid_tasks.db import (Job, Reservation, ReservationKind, ResourceManager, g
                            session_factory, session_scope)
 from grid_tasks.db.engine import dispose_engines
 from grid_tasks.db.migrations import migrate
-from grid_tasks.faults import MARKER_ENV, FaultGrid
+from grid_tasks.faults import MARKER_ENV, FaultGrid, until
 from grid_tasks.faults.invariants import (Marked, OvercommitSampler, marked_processes,
                                           no_leaked_reservations, no_lost_jobs, no_orphans,
                                           rank_copies)
@@ -140,7 +140,8 @@ def test_freeze_file_stops_the_named_process_once(tmp_path) -> None:
     try:
         (tmp_path / "freeze.node3").write_text(str(victim.pid))
         _run_rank(tmp_path, 13, 0, 0)
-        assert psutil.Process(victim.pid).status() == psutil.STATUS_STOPPED
+        until(lambda: psutil.Process(victim.pid).status() == psutil.STATUS_STOPPED, 5,
+              "the victim stopped")
         assert (tmp_path / "freeze.node3.done").exists()
     finally:
         victim.kill()
