@@ -38,7 +38,8 @@ def outcome_table(outcomes: list[Outcome]) -> Table:
 
 @click.command()
 @click.option("--faults", is_flag=True, help="Inject faults into real processes and check "
-              "that the grid recovers (node, job manager, beat, broker, Redis, PostgreSQL).")
+              "that the grid recovers (node, job manager, beat, broker, Redis, database, "
+              "scheduler lock, load).")
 @click.option("--security", is_flag=True, help="Attack the grid as issue 20 did (forged "
               "launches, remote control, untrusted keys, jobs prying on the daemon, "
               "unbounded RSL/MIL, file modes) and check each is refused.")
@@ -61,11 +62,18 @@ def selftest(faults: bool, security: bool, cases: tuple[str, ...], attacks: tupl
     """Prove reliability or security on a private grid started for the purpose (its own
     Redis, database, scheduler, beats and node daemons - nothing shared is touched).
 
-    --faults: each case injects one fault into real processes - node daemon SIGKILL
+    --faults: each case starts from a healthy grid (every node heartbeating and
+    recorded in SQL) and injects one fault into real processes - node daemon SIGKILL
     mid-launch and mid-job, job manager kill, HA beat kill, broker kill mid-enactment,
     Redis restart, PostgreSQL restart (a private server; skipped without the
-    binaries) - then checks DESIGN.md's invariants: no lost job, no orphan process, no
-    leaked reservation or token, no overcommit.
+    binaries), a daemon frozen past the visibility timeout before and after its launch
+    is confirmed, the scheduler killed holding an iteration lock, Redis lost before a
+    barrier release, a daemon killed under a 100-job load, a 60 s database outage
+    (PostgreSQL stopped; SQLite's disk full, as root) - then, before cleaning up, checks
+    DESIGN.md's invariants: no lost job, no orphan process, no leaked reservation or
+    token, no overcommit, one copy of a rank at a time, each rank run exactly once
+    (counted from marks the ranks leave), nothing running after its job ended, and
+    each case's recovery target.
 
     --security: each attack is really performed and its refusal observed: launches
     pushed raw into a node queue (unsigned, user- or node-signed, re-headed), a user's

@@ -1,9 +1,14 @@
 """The fault cases on a live :class:`FaultGrid`: worker, job manager and Redis faults.
 
-Each case sets up work, injects one fault into a real process, waits for the grid
-to recover (bounded), and checks the invariants.  Recovery time is measured from the
-injection to the moment the grid is whole again (the affected job terminal and a
-fresh probe job DONE on the faulted resource manager).
+Each case starts from a healthy grid (:meth:`FaultGrid.ensure_healthy`: what an earlier
+case froze resumed, what it killed restarted, every node heartbeating and recorded in
+SQL), sets up work - jobs whose ranks leave marks (:mod:`grid_tasks.faults.marks`),
+bound to grid reservations the case holds - injects one fault into a real process,
+waits for the grid to recover (bounded), and checks the invariants *before* cleaning
+up.  The overcommit sampler runs from before the first submission to the end of the
+checks.  Recovery time is measured from the injection to the moment the grid is whole
+again (the affected jobs terminal and a fresh probe job DONE on the faulted resource
+manager), unless a case says otherwise.
 """
 
 from __future__ import annotations
@@ -12,56 +17,129 @@ import os
 import secrets
 import signal
 import time
+from datetime import timezone
 from pathlib import Path
 from typing import Any
 
+from sqlalchemy import delete, select
+
+import grid_tasks
+from grid_tasks.broker.live import Broker
+from grid_tasks.db import Job, Reservation, session_scope
+from grid_tasks.embedded.stack import grid_tasks_command
 from grid_tasks.errors import GridTasksError
+from grid_tasks.faults.broker_child import REQUESTER
 from grid_tasks.faults.harness import FaultGrid, FaultTimeout, until
 from grid_tasks.faults.invariants import (Check, Outcome, OvercommitSampler, marked_processes,
                                           no_leaked_reservations, no_lost_jobs, no_orphans)
+from grid_tasks.faults.marks import exactly_once, marked_rsl, no_run_after_end, write_script
 from grid_tasks.faults.postgres import PostgresUnavailable, PrivatePostgres
 from grid_tasks.gram.submission import gram_status
 from grid_tasks.states import JobState, MauiJobState
 
 SLEEP_LONG = "&(executable=/bin/sleep)(arguments={secs})(count={count})"
 RECOVERY_BOUND = 60.0
+#: How long after its job's end a rank on a node the case did not fault may still run
+#: (lease TTL plus a visibility timeout, rounded up): a job declared over is fenced.
+FENCE_GRACE = 8.0
 
 
 class FaultCase:
-    """One scenario: ``run(grid)`` returns its :class:`Outcome`.  Subclasses set the names."""
+    """One scenario: ``run(grid)`` returns its :class:`Outcome`.  Subclasses set the names
+    and :meth:`exercise`; ``settle`` bounds the wait for every job to end before the
+    checks (a job still not terminal then is reported lost)."""
 
     name = ""
     fault = ""
+    settle = 30.0
 
     def run(self, fg: FaultGrid) -> Outcome:
         marker = f"{self.name}-{secrets.token_hex(4)}"
+        self.dir = Path(fg.state_dir) / "cases" / marker
+        write_script(self.dir, runtime_command())
+        self.expect: dict[int, int] = {}  # marked job -> its count
+        self.held: list[tuple[str, str]] = []  # (rm, name) reservations made for jobs
+        self.faulted: set[str] = set()  # nodes whose daemon the case froze or killed
+        self.at_most_once: set[int] = set()  # marked jobs not required to complete
+        self.extra: list[Check] = []  # case-specific invariants, set by exercise()
+        try:
+            healed = fg.ensure_healthy()
+        except GridTasksError as exc:
+            return Outcome(self.name, self.fault, False, None, [],
+                           f"the grid was not healthy before the case: {exc}")
         procs = {spec.name: spec.procs for spec in fg.topology.iter_nodes()}
         jobs: list[int] = []
-        self.extra: list[Check] = []  # case-specific invariants, set by exercise()
         with OvercommitSampler(marker, procs) as sampler:
             try:
                 recovery, detail = self.exercise(fg, marker, jobs)
                 recovered = True
             except GridTasksError as exc:  # a timeout, or the grid refusing: not recovered
                 recovery, detail, recovered = None, f"{type(exc).__name__}: {exc}", False
-            self.cleanup(fg, jobs)
-        checks = [no_lost_jobs(fg.grid, jobs), self._orphans(marker),
-                  no_leaked_reservations(fg.grid, jobs), sampler.check(), *self.extra]
+            checks = self.checks(fg, marker, jobs, sampler)
+        self.cleanup(fg, jobs)
+        _kill_left(marker)
+        if healed:
+            detail += f" (before the case: {', '.join(healed)})"
         return Outcome(self.name, self.fault, recovered, recovery, checks, detail)
 
     def exercise(self, fg: FaultGrid, marker: str, jobs: list[int]) -> tuple[float, str]:
         raise NotImplementedError
 
-    @staticmethod
-    def cleanup(fg: FaultGrid, jobs: list[int]) -> None:
-        """Cancel what is still running so the next case starts on an idle grid."""
+    def checks(self, fg: FaultGrid, marker: str, jobs: list[int],
+               sampler: OvercommitSampler) -> list[Check]:
+        """Every invariant, on the grid as the fault left it (nothing cancelled yet)."""
+        lost = no_lost_jobs(fg.grid, jobs, wait=self.settle)
+        final = _final(fg, list(self.expect))
+        ends = {j: end for j, (_, end) in final.items() if end is not None}
+        return [lost, self._orphans(marker),
+                no_leaked_reservations(fg.grid.sessions, jobs, self.held),
+                sampler.check(), sampler.copies_check(),
+                exactly_once(self.dir, {j: ("FAILED" if j in self.at_most_once else final[j][0],
+                                            n) for j, n in self.expect.items()}),
+                no_run_after_end(self.dir, ends, FENCE_GRACE, skip_nodes=self.faulted),
+                *self.extra]
+
+    def submit(self, fg: FaultGrid, marker: str, jobs: list[int], rm: str, secs: int,
+               count: int, *, reserve: bool = False, extra: str = "") -> Any:
+        """A marked job of ``count`` ranks of ``secs`` s on ``rm``; with ``reserve``,
+        bound to a grid reservation the case holds for it."""
+        if reserve:
+            extra += f"(reservation={self.reserve(fg, rm, count, secs)})"
+        job = fg.submit(marked_rsl(self.dir, secs, count, extra), rm, marker)
+        jobs.append(job.id)
+        self.expect[job.id] = count
+        return job
+
+    def reserve(self, fg: FaultGrid, rm: str, count: int, secs: int) -> str:
+        """A grid reservation on ``rm`` for ``count`` processors, as the broker makes
+        for a co-reserved job (early start allowed); its name."""
+        assert fg.settings is not None
+        rsl = (f"&(executable=/bin/true)(resourceManagerContact={rm})(count={count})"
+               f"(maxWallTime={max(1, (secs + 120) // 60)})")
+        with Broker.for_settings(fg.settings, fg.grid.app, lead=1.0, timeout=20.0) as broker:
+            co = broker.coreserve(broker.components(rsl, REQUESTER), now=time.time(),
+                                  requester=REQUESTER, allow_early=True)
+        (part,) = co.parts
+        self.held.append((part.rm, part.name))
+        return part.name
+
+    def cleanup(self, fg: FaultGrid, jobs: list[int]) -> None:
+        """Cancel what is still running, drop the case's reservations: the next case
+        starts on an idle grid (after the checks: cleanup hides nothing)."""
         for job_id in jobs:
             try:
                 if not fg.grid.status(job_id).terminal:
                     fg.grid.cancel(job_id)
                     fg.grid.job(job_id).wait(timeout=20)
-            except Exception:  # noqa: BLE001 - the lost-job check reports what stays
+            except Exception:  # noqa: BLE001 - the checks already reported what stayed
                 pass
+        try:
+            with session_scope(fg.grid.sessions) as session:
+                for rm, name in self.held:
+                    session.execute(delete(Reservation).where(Reservation.rm == rm,
+                                                              Reservation.name == name))
+        except Exception:  # noqa: BLE001 - e.g. the case's own database is gone
+            pass
 
     @staticmethod
     def _orphans(marker: str) -> Check:
@@ -70,6 +148,37 @@ class FaultCase:
         except FaultTimeout:
             pass
         return no_orphans(marker)
+
+
+def _kill_left(marker: str) -> None:
+    """SIGKILL what still carries the case's marker (reported as orphans already): the
+    next case must not share the nodes with processes the scheduler does not know."""
+    for pid, _ in marked_processes(marker):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def runtime_command() -> list[str]:
+    """``grid-tasks`` for a job's shell (jobs get no PYTHONPATH: name this tree)."""
+    root = str(Path(grid_tasks.__file__).resolve().parent.parent)
+    return ["env", f"PYTHONPATH={root}", *grid_tasks_command()]
+
+
+def _final(fg: FaultGrid, job_ids: list[int]) -> dict[int, tuple[str, float | None]]:
+    """Each job's state in SQL and its end (POSIX time) if it ended."""
+    if not job_ids:
+        return {}
+    with session_scope(fg.grid.sessions) as session:
+        rows = session.execute(select(Job.id, Job.state, Job.end_time)
+                               .where(Job.id.in_(job_ids))).all()
+    out = {j: ("MISSING", None) for j in job_ids}
+    for job_id, state, end in rows:
+        when = None if end is None or not state.terminal else \
+            (end if end.tzinfo else end.replace(tzinfo=timezone.utc)).timestamp()
+        out[job_id] = (state.value, when)
+    return out
 
 
 def _state(fg: FaultGrid, job_id: int) -> Any:
@@ -99,10 +208,10 @@ class _NodeKill(FaultCase):
     whole_group = True
 
     def exercise(self, fg: FaultGrid, marker: str, jobs: list[int]) -> tuple[float, str]:
-        job = fg.submit(SLEEP_LONG.format(secs=300, count=2), "rmB", marker)
-        jobs.append(job.id)
+        job = self.submit(fg, marker, jobs, "rmB", 60, 2, reserve=True)
         until(lambda: _state(fg, job.id).state is JobState.ACTIVE, 30, "the job ACTIVE")
         node = next(iter(_state(fg, job.id).nodes))
+        self.faulted.add(node)
         # the orphan check below means something only if the processes were there
         until(lambda: marked_processes(marker), 10, "the job's processes")
         killed = time.monotonic()
@@ -136,15 +245,20 @@ class NodeKillMidLaunch(FaultCase):
     def exercise(self, fg: FaultGrid, marker: str, jobs: list[int]) -> tuple[float, str]:
         # A first job warms the client, rmB's gatekeeper and nodes (parsers, connections):
         # the job below must be placed within node3's heartbeat TTL of the freeze.
-        warm = fg.submit("&(executable=/bin/true)(count=4)", "rmB", marker)
-        jobs.append(warm.id)
+        warm = self.submit(fg, marker, jobs, "rmB", 0, 4)
         warm.wait(timeout=RECOVERY_BOUND)
-        # Freeze node3 so the launch is in flight when the kill lands; its heartbeat
-        # TTL (3 s) keeps it schedulable meanwhile.  count=4 spans node3 and node4.
+        name = self.reserve(fg, "rmB", 4, 30)  # before the freeze: node3 must stay up
+        # Freeze node3 (recorded in SQL and heartbeating: ensure_healthy) so the launch
+        # is in flight when the kill lands; its heartbeat TTL (3 s) keeps it schedulable
+        # meanwhile.  count=4 spans node3 and node4.
+        self.faulted.add("node3")
         os.killpg(fg.nodes["node3"].pid, signal.SIGSTOP)
         try:
-            job = fg.submit(SLEEP_LONG.format(secs=1, count=4), "rmB", marker)
+            # 30 s ranks: a node4 part left running after its job failed shows
+            job = fg.submit(marked_rsl(self.dir, 30, 4, f"(reservation={name})"), "rmB",
+                            marker)
             jobs.append(job.id)
+            self.expect[job.id] = 4
             until(lambda: _state(fg, job.id).maui_state in (MauiJobState.STARTING,
                                                             MauiJobState.RUNNING),
                   10, "the launch to be sent")
@@ -164,9 +278,9 @@ class RedisRestart(FaultCase):
     fault = "stop the grid's redis-server and start it again (same port and dir, empty)"
 
     def exercise(self, fg: FaultGrid, marker: str, jobs: list[int]) -> tuple[float, str]:
-        handles = [fg.submit(SLEEP_LONG.format(secs=2, count=4), "rmA", marker)
-                   for _ in range(4)]  # 8 procs on rmA: two run, two queue
-        jobs.extend(h.id for h in handles)
+        # 8 procs on rmA: two run, two queue; the first holds a grid reservation
+        handles = [self.submit(fg, marker, jobs, "rmA", 6, 4, reserve=i == 0)
+                   for i in range(4)]
         until(lambda: any(_state(fg, h.id).state is JobState.ACTIVE for h in handles), 30,
               "a job ACTIVE")
         killed = time.monotonic()
@@ -212,9 +326,8 @@ class PostgresRestart(FaultCase):
         # Two jobs fill rmA, two queue behind them.  The restart lands while the first
         # two run; the queued ones launch after it (a launch *during* the outage strands
         # its job - see docs/RELIABILITY.md, known problems).
-        handles = [fg.submit(SLEEP_LONG.format(secs=4, count=4), "rmA", marker)
-                   for _ in range(4)]
-        jobs.extend(h.id for h in handles)
+        handles = [self.submit(fg, marker, jobs, "rmA", 6, 4, reserve=i == 0)
+                   for i in range(4)]
         until(lambda: sum(_state(fg, h.id).state is JobState.ACTIVE for h in handles) == 2,
               30, "two jobs ACTIVE")
         killed = time.monotonic()

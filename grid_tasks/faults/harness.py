@@ -19,6 +19,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
+from sqlalchemy import select
+
 from grid_tasks import db
 from grid_tasks.client import Grid
 from grid_tasks.embedded.redis_server import RedisServer
@@ -29,8 +31,10 @@ from grid_tasks.node.registry import NodeRegistry
 from grid_tasks.private_files import private_dir
 from grid_tasks.security.role_keys import GridKeys, also_trust, ensure_grid_keys
 from grid_tasks.security.roles import Role
+from grid_tasks.security.signing import setup_signing
 from grid_tasks.settings import Settings, default_config_file, node_env
 from grid_tasks.topology import load_topology
+from grid_tasks.utc import as_utc
 
 T = TypeVar("T")
 
@@ -95,6 +99,10 @@ class FaultGrid:
         self.topology = None
         self._grid: Any = None
         self._pids: set[int] = set()
+        #: POSIX time each node's current daemon was spawned (its SQL record is newer)
+        self.spawned: dict[str, float] = {}
+        #: PIDs this grid stopped (SIGSTOP) and must resume: pid -> what it is
+        self.frozen: dict[int, str] = {}
 
     # -- lifecycle ---------------------------------------------------------------------
     def start(self) -> "FaultGrid":
@@ -131,6 +139,7 @@ class FaultGrid:
     def stop(self) -> list[int]:
         """Stop everything; the PIDs of this grid that survived (should be none)."""
         self._pids |= self.supervisor.all_pids()
+        self.thaw()  # a stopped process ignores SIGTERM until resumed
         if self._grid is not None:
             self._grid.close()
             self._grid = None
@@ -160,11 +169,15 @@ class FaultGrid:
         env.update(extra)
         return env
 
-    def start_scheduler(self) -> Child:
+    def start_scheduler(self, standby: bool = False) -> Child:
+        """The scheduler worker (with every gatekeeper queue); ``standby``: a second
+        one beside it, not revived (a case stops it with ``supervisor.stop``)."""
         args = ["worker", "--scheduler", "--gatekeepers", "--no-check", "-l", "WARNING"]
-        self.scheduler = self.supervisor.spawn("scheduler", grid_tasks_command(*args),
-                                               env=self.env())
-        return self.scheduler
+        name = f"scheduler-standby-{len(self.supervisor.children)}" if standby else "scheduler"
+        child = self.supervisor.spawn(name, grid_tasks_command(*args), env=self.env())
+        if not standby:
+            self.scheduler = child
+        return child
 
     def start_beat(self, name: str) -> Child:
         """One of the HA beats (two by default, one active through a Redis lease)."""
@@ -176,20 +189,85 @@ class FaultGrid:
 
     def start_node(self, rm: str, node: str, wait: bool = True, **env: str) -> Child:
         """A node daemon with the node key; ``env`` overrides its environment (the
-        security self-test weakens one on purpose, e.g. ``GRID_TASKS_SIGNING="0"``)."""
+        security self-test weakens one on purpose, e.g. ``GRID_TASKS_SIGNING="0"``: such
+        a node may be refused its SQL record, so only its heartbeat is awaited)."""
         argv = grid_tasks_command("worker", "--rm", rm, "--node", node, "--no-check",
                                   "-l", "WARNING")
         name = f"node-{node}-{len(self.supervisor.children)}"
+        self.spawned[node] = time.time()
         child = self.supervisor.spawn(name, argv, env=self.env(Role.NODE, **env))
         self.nodes[node] = child
         if wait:
-            self.wait_nodes([(rm, node)])
+            self.wait_nodes([(rm, node)], recorded=not env)
         return child
 
-    def wait_nodes(self, names: list[tuple[str, str]], timeout: float = 40.0) -> None:
+    def wait_nodes(self, names: list[tuple[str, str]], timeout: float = 40.0,
+                   recorded: bool = True) -> None:
+        """Until every named node heartbeats in Redis *and* its current daemon is
+        recorded in SQL (the gatekeeper writes ``record_node`` a moment after the first
+        heartbeat; a fault injected before that hits a node the scheduler half knows)."""
         assert self.settings is not None
+        deadline = time.monotonic() + timeout
         registry = NodeRegistry.from_url(self.settings.redis_url, self.settings.heartbeat_ttl)
-        registry.wait_alive(names, timeout=timeout)
+        try:
+            registry.wait_alive(names, timeout=timeout)
+        finally:
+            registry.client.close()
+        if not recorded:
+            return
+        until(lambda: not self.unrecorded(names), max(1.0, deadline - time.monotonic()),
+              f"nodes recorded in SQL: {', '.join(self.unrecorded(names))}", poll=0.1)
+
+    def unrecorded(self, names: list[tuple[str, str]]) -> list[str]:
+        """The named nodes whose current daemon has no SQL record yet."""
+        wanted = {node: rm for rm, node in names}
+        with db.session_scope(self.grid.sessions) as session:
+            rows = {r.name: r for r in session.scalars(
+                select(db.Node).where(db.Node.name.in_(list(wanted))))}
+        missing = []
+        for node, rm in wanted.items():
+            row = rows.get(node)
+            since = dt.datetime.fromtimestamp(self.spawned.get(node, 0.0) - 1.0,
+                                              dt.timezone.utc)
+            if row is None or row.registered_at is None or row.last_seen is None \
+                    or as_utc(row.last_seen) < since:
+                missing.append(f"{rm}/{node}")
+        return missing
+
+    def freeze(self, node: str) -> int:
+        """SIGSTOP the node daemon process only (its job processes keep running); the
+        PID, resumed by :meth:`thaw` or :meth:`ensure_healthy`."""
+        pid = self.nodes[node].pid
+        os.kill(pid, signal.SIGSTOP)
+        self.frozen[pid] = node
+        return pid
+
+    def thaw(self) -> list[str]:
+        """SIGCONT everything this grid froze; what was resumed."""
+        resumed = []
+        for pid, what in list(self.frozen.items()):
+            try:
+                os.kill(pid, signal.SIGCONT)
+                resumed.append(what)
+            except ProcessLookupError:
+                pass
+            del self.frozen[pid]
+        return resumed
+
+    def ensure_healthy(self, timeout: float = 60.0) -> list[str]:
+        """Make the grid whole before a case: resume what a case froze, restart what
+        exited, and wait until every node heartbeats and is recorded in SQL; what was
+        done (e.g. ``["resumed node3", "restarted scheduler"]``)."""
+        self.sign_as_user()
+        done = [f"resumed {w}" for w in self.thaw()]
+        process = self.redis.process
+        if process is None or process.poll() is not None:  # a case died with it stopped
+            self.redis.start()
+            done.append("restarted redis-server")
+        done += [f"restarted {w}" for w in self.revive()]
+        assert self.topology is not None
+        self.wait_nodes([(s.rm, s.name) for s in self.topology.iter_nodes()], timeout)
+        return done
 
     def kill_node(self, node: str, whole_group: bool = True) -> None:
         """SIGKILL a node daemon: its process group, or only the daemon process."""
@@ -200,6 +278,7 @@ class FaultGrid:
         else:
             os.kill(child.pid, signal.SIGKILL)
         child.process.wait(10)
+        self.frozen.pop(child.pid, None)
 
     def revive(self) -> list[str]:
         """Restart every scheduler or node daemon that exited, as a process manager
@@ -226,6 +305,14 @@ class FaultGrid:
     def all_pids(self) -> set[int]:
         self._pids |= self.supervisor.all_pids()
         return set(self._pids)
+
+    def sign_as_user(self) -> None:
+        """Make this process sign and verify as this grid's user again.  Kombu's
+        serializer registry is process-wide: a grid started later in this process (the
+        database cases run on grids of their own) registered *its* key, and this grid's
+        RMs would refuse every message signed with it ("unknown signer")."""
+        assert self.settings is not None
+        setup_signing(self.grid.app, self.settings.signing)
 
     # -- clients -----------------------------------------------------------------------
     @property

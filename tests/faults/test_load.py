@@ -23,6 +23,7 @@ def _load(tmp_path: Path, clients: int, per_client: int):
         assert leftover(pids) == []
 
 
+@pytest.mark.slow  # ~90 s: a whole embedded stack of its own
 def test_eight_clients_every_job_accounted_for(tmp_path: Path) -> None:
     result = _load(tmp_path, 8, 4)
     assert result.jobs == 32 and result.done == 32 and result.failed == 0, result.to_dict()
