@@ -34,6 +34,8 @@ log = logging.getLogger(__name__)
 #: Longest single block on the streams (ms), and how often (s) vanished keys are looked for.
 BLOCK_MS = 1000
 CHECK_S = 1.0
+#: Longest pause (s) before a job whose settle failed (database away) is settled again.
+MAX_BACKOFF_S = 5.0
 #: Event types of a job's stream that call for a settle.
 DECISIVE = {b"released", b"aborted"}
 
@@ -51,6 +53,7 @@ class BarrierWatch:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._checked = 0.0
+        self._failed: dict[int, tuple[int, float]] = {}  # job -> (failures, next try)
 
     def watch(self, job_id: int, deadline: float) -> None:
         """Watch ``job_id`` until its barrier is settled (released or failed in SQL)."""
@@ -116,14 +119,23 @@ class BarrierWatch:
             due |= self._vanished(jobs)
             self._checked = now
         for job_id in sorted(due):
-            self._settle(job_id)
+            fails, retry_at = self._failed.get(job_id, (0, 0.0))
+            if now < retry_at:
+                continue
+            try:
+                self._settle(job_id)
+                self._failed.pop(job_id, None)
+            except Exception:  # noqa: BLE001 - the database away: back off, look again
+                log.warning("barrier watch: coallocated job %s not settled", job_id,
+                            exc_info=fails == 0)
+                self._failed[job_id] = (fails + 1, now + min(MAX_BACKOFF_S, 0.25 * 2 ** fails))
 
     def _read(self, jobs: dict[int, tuple[str, float]]) -> set[int]:
         """Block on every watched job's stream (woken early by a new job); the jobs
         whose barrier was released or aborted."""
         keys = {self.co.store.keys(store_id(j)).events: j for j in jobs}
-        block = min(BLOCK_MS, max(1, int(1000 * (min(d for _, d in jobs.values())
-                                                 - time.time()))))
+        soonest = min([d for _, d in jobs.values()] + [t for _, t in self._failed.values()])
+        block = min(BLOCK_MS, max(20, int(1000 * (soonest - time.time()))))
         try:
             reply = self.co.store.client.xread(
                 {key: jobs[j][0] for key, j in keys.items()}, block=block)
