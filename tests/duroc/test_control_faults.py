@@ -62,37 +62,22 @@ def test_node_daemon_sigkill_before_barrier_fails_whole_job(duroc_grid, tmp_path
         duroc_grid.start_node("rmB", "node3")
 
 
-def _wait_header_delivered(grid: Any, job: Any, address: int, timeout: float = 90) -> str:
-    """The task id of the header task watching ``address``, once it ran at least once."""
-    deadline = time.monotonic() + timeout
-    while True:
-        found = Coallocator(grid.services).header_deliveries(job.id).get(address, {})
-        if found.get("runs") and found.get("task"):
-            return str(found["task"])
-        assert time.monotonic() < deadline, Coallocator(grid.services).header_deliveries(job.id)
-        time.sleep(0.1)
+def _held_header(settings: Any, job_id: int, address: int, timeout: float = 30) -> str:
+    """The task id of the header watching ``address``, once a worker holds its message
+    unacknowledged (kombu's unacked hash)."""
+    import json
 
-
-def _kill_holding(settings: Any, pid: int, task_id: str, timeout: float = 60) -> None:
-    """SIGKILL worker ``pid`` at a moment it holds ``task_id`` unacknowledged.
-
-    The header task re-queues itself every slice, so "mid-header" is made exact:
-    freeze the worker (SIGSTOP stops all its threads), look in kombu's unacked hash,
-    kill if the task's message is there, else let it run on and look again.
-    """
     import redis
 
     broker = redis.Redis.from_url(settings.broker_url)
+    needle = f"coalloc-{job_id}/{address}".encode()
     deadline = time.monotonic() + timeout
     try:
         while True:
-            os.kill(pid, signal.SIGSTOP)
-            held = any(task_id.encode() in raw for raw in broker.hvals("unacked"))
-            if held:
-                os.kill(pid, signal.SIGKILL)
-                return
-            os.kill(pid, signal.SIGCONT)
-            assert time.monotonic() < deadline, f"task {task_id} never held by worker {pid}"
+            for raw in broker.hvals("unacked"):
+                if needle in raw:
+                    return str(json.loads(raw)[0]["headers"]["id"])
+            assert time.monotonic() < deadline, f"header {needle!r} never held"
             time.sleep(0.05)
     finally:
         broker.close()
@@ -100,25 +85,37 @@ def _kill_holding(settings: Any, pid: int, task_id: str, timeout: float = 60) ->
 
 @pytest.mark.slow
 def test_gatekeeper_sigkill_mid_header_is_redelivered(duroc_grid, tmp_path):
-    """acks-late + reject-on-worker-lost: the very message of the killed header task comes
-    back redelivered and the watch resumes on a new gatekeeper; the job ends DONE."""
+    """acks-late + reject-on-worker-lost: the very message of a header held by a killed
+    gatekeeper comes back redelivered and runs on a new gatekeeper; the job ends DONE.
+
+    A header only submits its subjob now (nothing waits in it), so "mid-header" is made
+    exact: the gatekeeper's pool processes are frozen, its main process takes the
+    header's message (unacknowledged), and the whole gatekeeper is then killed."""
+    import psutil
+
     out = tmp_path / "m"
     out.mkdir()
     grid, prog = duroc_grid.grid, program(tmp_path)
-    rsl = "+" + component("rmA", "a", 1, prog, out) + component("rmB", "b", 1, prog, out,
-                                                                  "pre25")
-    job = grid.job_request(rsl, barrier_timeout=200)
-    _wait_gram_started(grid, job, "b", timeout=90)
-    task_id = _wait_header_delivered(grid, job, 1)
-    assert job.status().subjob("b").entered == 0  # still before the barrier: mid-header
-    assert Coallocator(grid.services).header_deliveries(job.id)[1]["redelivered"] == 0
-    _kill_holding(duroc_grid.settings, duroc_grid.gatekeepers["rmB"].pid, task_id)
+    rsl = "+" + component("rmA", "a", 1, prog, out) + component("rmB", "b", 1, prog, out)
+    victim = psutil.Process(duroc_grid.gatekeepers["rmB"].pid)
+    pool = victim.children(recursive=True)
+    for child in pool:
+        child.send_signal(signal.SIGSTOP)
+    try:
+        job = grid.job_request(rsl, barrier_timeout=200)
+        task_id = _held_header(duroc_grid.settings, job.id, 1)
+        assert Coallocator(grid.services).header_deliveries(job.id).get(1) is None  # not run
+    finally:
+        for proc in [victim, *pool]:
+            try:
+                proc.send_signal(signal.SIGKILL)
+            except psutil.NoSuchProcess:
+                pass
     duroc_grid.gatekeepers.update(start_gatekeepers(duroc_grid, ("rmB",)))
-    # The barrier opens in the store without the header (auto-release), so the job may
-    # end first: the proof is the header's own message coming back, flagged redelivered
-    # (after the broker's visibility timeout, 30 s here).
+    # back after the broker's visibility timeout (30 s here), flagged redelivered
     deadline = time.monotonic() + 120
-    while Coallocator(grid.services).header_deliveries(job.id)[1]["redelivered"] < 1:
+    while Coallocator(grid.services).header_deliveries(job.id).get(1, {}).get(
+            "redelivered", 0) < 1:
         assert time.monotonic() < deadline, Coallocator(grid.services).header_deliveries(job.id)
         time.sleep(0.5)
     assert Coallocator(grid.services).header_deliveries(job.id)[1]["task"] == task_id
