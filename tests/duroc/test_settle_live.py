@@ -75,7 +75,7 @@ def test_a_waiting_subjob_costs_no_broker_message(duroc_grid, tmp_path):
         assert set(publishes.tasks) <= {ITERATE}, list(zip(publishes.queues, publishes.tasks))
         with BrokerPublishes(settings.broker_url) as probe:  # the count can see one
             grid.services.app.send_task(PING, queue="gram.rmA", ignore_result=True)
-        assert (probe.queues, probe.tasks) == (["gram.rmA"], [PING])
+        assert ("gram.rmA", PING) in zip(probe.queues, probe.tasks)
         deliveries = Coallocator(grid.services).header_deliveries(job.id)
         assert {a: d["runs"] for a, d in deliveries.items()} == {0: 1, 1: 1}  # run once
 
