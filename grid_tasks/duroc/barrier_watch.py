@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+import uuid
 from typing import Any
 
 from redis.exceptions import RedisError
@@ -34,6 +35,9 @@ log = logging.getLogger(__name__)
 #: Longest single block on the streams (ms), and how often (s) vanished keys are looked for.
 BLOCK_MS = 1000
 CHECK_S = 1.0
+#: Key prefix of a watch's own wake-up stream, and its TTL (renewed by every new job).
+WAKE_PREFIX = "grid_tasks:duroc:watch:"
+WAKE_TTL_S = 3600
 #: Longest pause (s) before a job whose settle failed (database away) is settled again.
 MAX_BACKOFF_S = 5.0
 #: Event types of a job's stream that call for a settle.
@@ -54,6 +58,9 @@ class BarrierWatch:
         self._thread: threading.Thread | None = None
         self._checked = 0.0
         self._failed: dict[int, tuple[int, float]] = {}  # job -> (failures, next try)
+        # a stream of this watch alone: a new job wakes the blocked XREAD at once
+        self._wake_key = f"{WAKE_PREFIX}{uuid.uuid4().hex}"
+        self._wake_last = "0-0"
 
     def watch(self, job_id: int, deadline: float) -> None:
         """Watch ``job_id`` until its barrier is settled (released or failed in SQL)."""
@@ -61,6 +68,13 @@ class BarrierWatch:
         with self._lock:
             self._jobs.setdefault(int(job_id), ("0-0", float(deadline)))
         self._wake.set()
+        try:
+            pipe = self.co.store.client.pipeline(transaction=False)
+            pipe.xadd(self._wake_key, {"job": int(job_id)}, maxlen=16, approximate=True)
+            pipe.expire(self._wake_key, WAKE_TTL_S)
+            pipe.execute()
+        except RedisError:  # the next round (within BLOCK_MS) picks the job up anyway
+            pass
 
     def watching(self) -> set[int]:
         with self._lock:
@@ -107,11 +121,10 @@ class BarrierWatch:
     def _round(self) -> None:
         with self._lock:
             jobs = dict(self._jobs)
+            self._wake.clear()
         if not jobs:
             self._wake.wait(CHECK_S)
-            self._wake.clear()
             return
-        self._wake.clear()
         due = self._read(jobs)
         now = time.time()
         due |= {j for j, (_, deadline) in jobs.items() if now >= deadline}
@@ -136,15 +149,21 @@ class BarrierWatch:
         keys = {self.co.store.keys(store_id(j)).events: j for j in jobs}
         soonest = min([d for _, d in jobs.values()] + [t for _, t in self._failed.values()])
         block = min(BLOCK_MS, max(20, int(1000 * (soonest - time.time()))))
+        streams = {key: jobs[j][0] for key, j in keys.items()}
+        streams[self._wake_key] = self._wake_last
         try:
-            reply = self.co.store.client.xread(
-                {key: jobs[j][0] for key, j in keys.items()}, block=block)
+            reply = self.co.store.client.xread(streams, block=block)
         except RedisError:
             self._stop.wait(0.5)
             return set()
         due: set[int] = set()
         for key, entries in reply or []:
-            job_id = keys[key.decode() if isinstance(key, bytes) else key]
+            name = key.decode() if isinstance(key, bytes) else key
+            if name == self._wake_key:  # a new job: the next round reads its stream too
+                last = entries[-1][0]
+                self._wake_last = last.decode() if isinstance(last, bytes) else last
+                continue
+            job_id = keys[name]
             last = entries[-1][0]
             with self._lock:
                 if job_id in self._jobs:

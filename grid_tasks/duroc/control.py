@@ -122,11 +122,12 @@ class Coallocator(HeaderSteps, StructureChanges, DoorService, Settling):
                               ttl_s=float(barrier_timeout) + 24 * 3600, auto_release=True)
         self.store.grant_access(sid, scripts_loaded=True,  # by create_job
                                 remember=(URL_KEY.format(job_id), int(barrier_timeout) + 24 * 3600))
+        self._start(job_id, [(a, sub) for a, sub in enumerate(subs)], deadline,
+                    owner=owner, account=account)
+        # after the chord: the subjobs' start waits for neither
         self.barrier_watch.watch(job_id, deadline)
         send_deadline(self.services.app, job_id, deadline,
                       hop_s=DEADLINE_HOP * self.services.settings.visibility_timeout)
-        self._start(job_id, [(a, sub) for a, sub in enumerate(subs)], deadline,
-                    owner=owner, account=account)
         return job_id
 
     def _start(self, job_id: int, subs: list[tuple[int, Any]], deadline: float, *,

@@ -222,3 +222,29 @@ def test_lost_coordination_state_fails_the_job_and_fences_its_subjobs(co: Any) -
         _link(co, job_id, 0)
     with pytest.raises(CoallocFinishedError, match="runtime access"):
         co.submit_subjob(job_id, 0)
+
+
+def test_the_barrier_watch_settles_what_the_store_decides(co: Any) -> None:
+    """The scheduler's watch, no reader: a release, an abort and vanished keys are
+    recorded within a second or so; a job still waiting is watched on."""
+    released, aborted, lost, waiting = (_stored(co) for _ in range(4))
+    watch = co.barrier_watch
+    try:
+        for job_id in (released, aborted, lost, waiting):
+            watch.watch(job_id, time.time() + 60)
+        time.sleep(0.3)  # blocked on their streams now
+        co.store.enter(store_id(released), 0, 0)
+        co.store.enter(store_id(released), 1, 0)
+        co.store.abort(store_id(aborted), "subjob 'b' failed before the barrier: boom")
+        co.store.purge(store_id(lost))
+        deadline = time.monotonic() + 5
+        while watch.watching() != {waiting}:
+            assert time.monotonic() < deadline, watch.watching()
+            time.sleep(0.05)
+        assert _row(co, released)[:2] == (JobState.ACTIVE, SqlBarrier.RELEASED)
+        assert _row(co, aborted)[:3] == (JobState.FAILED, SqlBarrier.FAILED,
+                                         "subjob 'b' failed before the barrier: boom")
+        assert _row(co, lost)[:3] == (JobState.FAILED, SqlBarrier.FAILED, LOST_REASON)
+        assert _row(co, waiting)[:2] == (JobState.PENDING, SqlBarrier.WAITING)
+    finally:
+        watch.stop()
