@@ -27,7 +27,7 @@ from grid_tasks.duroc.records import store_id
 from grid_tasks.duroc.settle import LOST_REASON
 from grid_tasks.duroc.store_models import BarrierState, SubjobSpec
 from grid_tasks.duroc.waiting import COALLOC_CHANNEL
-from grid_tasks.effects import SETTLE
+from grid_tasks.effects import SETTLE, send_deadline
 from grid_tasks.embedded.stack import prepare_database
 from grid_tasks.gram.records import Outbox
 from grid_tasks.gram.submission import build_job
@@ -248,3 +248,26 @@ def test_the_barrier_watch_settles_what_the_store_decides(co: Any) -> None:
         assert _row(co, waiting)[:2] == (JobState.PENDING, SqlBarrier.WAITING)
     finally:
         watch.stop()
+
+
+def test_the_deadline_task_is_due_at_the_barrier_deadline(co: Any, settings: Settings) -> None:
+    """Due at the deadline itself when it is near; a hop shorter than the broker's
+    visibility timeout when it is far (a Redis broker hands an unacknowledged ETA message
+    out again after that timeout; the hop's settle sends the next one)."""
+    now = time.time()
+    send_deadline(co.services.app, 7, now + 10, hop_s=24)
+    send_deadline(co.services.app, 8, now + 100, hop_s=24)
+    broker = redis.Redis.from_url(settings.broker_url)
+    try:
+        due = {}
+        for raw in broker.lrange("scheduler", 0, -1):
+            message = json.loads(raw)
+            if message["headers"]["task"] == SETTLE:
+                kwargs = json.loads(base64.b64decode(message["body"]))[1]
+                eta = datetime.fromisoformat(message["headers"]["eta"]).timestamp()
+                due[kwargs["job"]] = (eta - now, kwargs["deadline"] - now)
+    finally:
+        broker.close()
+    assert due.keys() == {7, 8}
+    assert abs(due[7][0] - 10) < 1 and abs(due[7][1] - 10) < 0.01
+    assert abs(due[8][0] - 24) < 1 and abs(due[8][1] - 100) < 0.01
