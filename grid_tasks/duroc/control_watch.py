@@ -31,7 +31,7 @@ _UNREAD = object()  # watch_step: the subjob's barrier info not read yet
 
 class HeaderSteps:
     """Delivery counts and :meth:`watch_step`; the Coallocator provides services, store,
-    ``submit_subjob`` and ``release_step``."""
+    ``submit_subjob`` and the rest."""
 
     services: Services
     store: Any
