@@ -1,7 +1,7 @@
 """The scheduler's barrier watch: one thread per scheduler process blocks on the event
 streams of every coallocated job still waiting for its barrier, and settles a job
 (:meth:`~grid_tasks.duroc.settle.Settling.settle`) when its store released or
-aborted the barrier, when the job's coordination keys vanished (Redis restarted empty,
+aborted the barrier or a subjob's processes all entered it, when the job's coordination keys vanished (Redis restarted empty,
 or flushed) and when its barrier deadline passed.
 
 This replaces header tasks that re-queued themselves through the broker every slice
@@ -40,8 +40,9 @@ WAKE_PREFIX = "grid_tasks:duroc:watch:"
 WAKE_TTL_S = 3600
 #: Longest pause (s) before a job whose settle failed (database away) is settled again.
 MAX_BACKOFF_S = 5.0
-#: Event types of a job's stream that call for a settle.
-DECISIVE = {b"released", b"aborted"}
+#: Event types of a job's stream that call for a settle ("complete": a subjob's
+#: processes all entered, its row's ``checked_in`` follows).
+DECISIVE = {b"released", b"aborted", b"complete"}
 
 
 class BarrierWatch:

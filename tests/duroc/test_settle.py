@@ -246,6 +246,13 @@ def test_the_barrier_watch_settles_what_the_store_decides(co: Any) -> None:
                                          "subjob 'b' failed before the barrier: boom")
         assert _row(co, lost)[:3] == (JobState.FAILED, SqlBarrier.FAILED, LOST_REASON)
         assert _row(co, waiting)[:2] == (JobState.PENDING, SqlBarrier.WAITING)
+        co.store.enter(store_id(waiting), 0, 0)  # a is in: its row says so, still waiting
+        deadline = time.monotonic() + 5
+        while _row(co, waiting)[5][0][2] != 1:
+            assert time.monotonic() < deadline, _row(co, waiting)
+            time.sleep(0.05)
+        assert _row(co, waiting)[:2] == (JobState.PENDING, SqlBarrier.WAITING)
+        assert watch.watching() == {waiting}
     finally:
         watch.stop()
 
