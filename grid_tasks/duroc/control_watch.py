@@ -97,14 +97,14 @@ class HeaderSteps:
         return {"address": address, "label": info.label, "gram_job": gram_id}
 
     def _refused(self, job_id: int, info: Any, exc: Exception) -> None:
-        """A subjob whose submission was refused: a strict one aborts the barrier with the
-        refusal as its reason (the chord's error path settles it), and re-raises."""
-        if info.start_type is SubjobStartType.STRICT_BARRIER:
-            try:
-                self.store.abort(store_id(job_id),
-                                 f"subjob {info.label!r} could not be submitted: {exc}")
-            except JobNotFoundError:
-                pass
+        """A subjob whose submission was refused aborts the barrier with the refusal as
+        its reason (the chord's error path settles the job: FAILED, every other subjob
+        cancelled, as before headers stopped waiting), and re-raises."""
+        try:
+            self.store.abort(store_id(job_id),
+                             f"subjob {info.label!r} could not be submitted: {exc}")
+        except JobNotFoundError:
+            pass
         raise exc
 
     def _barrier_info(self, job_id: int, address: int, reply: Any = None) -> Any:
