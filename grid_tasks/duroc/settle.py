@@ -24,6 +24,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from sqlalchemy.orm import object_session
+
 from grid_tasks.db import session_scope
 from grid_tasks.db.models.jobs import BarrierState as SqlBarrier
 from grid_tasks.duroc.control_rows import coalloc_row, linked_gram_jobs, retrying
@@ -35,8 +37,9 @@ from grid_tasks.duroc.store_errors import (
 )
 from grid_tasks.duroc.store_models import BarrierState, JobSnapshot
 from grid_tasks.duroc.waiting import announce
+from grid_tasks.gram.records import Outbox, finish
 from grid_tasks.services import Services
-from grid_tasks.states import JobState, SubjobStartType
+from grid_tasks.states import JobState, MauiJobState, SubjobStartType
 
 #: The reason of a job whose coordination state vanished before its barrier's release.
 LOST_REASON = ("coordination state lost before the barrier release: the job's barrier keys "
@@ -61,6 +64,8 @@ class Plan:
     failed: str | None = None  # the job was FAILED by this settle, for this reason
     done: bool = False
     released: bool = False  # the release was recorded by this settle
+    #: the GRAM records' announcements (subjobs ended with the job), sent after the commit
+    outbox: Outbox = field(default_factory=Outbox)
 
     @property
     def changed(self) -> bool:
@@ -194,11 +199,22 @@ class Settling:
             plan.abort = (f"barrier timeout: subjob {', '.join(map(repr, late))} not in the "
                           f"barrier after {float(row.barrier_timeout or 0):g} s")
 
-    @staticmethod
-    def _fail(row: Any, plan: Plan, reason: str, barrier: SqlBarrier | None) -> None:
-        if mark(row, JobState.FAILED, barrier, reason):
-            plan.announce.append(JobState.FAILED.value)
-            plan.failed = reason
+    def _fail(self, row: Any, plan: Plan, reason: str, barrier: SqlBarrier | None) -> None:
+        """FAIL the job; in the same transaction its subjobs' GRAM jobs not started yet
+        end FAILED too (the scheduler can never start one after the job failed); the
+        running ones are cancelled after the commit."""
+        if not mark(row, JobState.FAILED, barrier, reason):
+            return
+        plan.announce.append(JobState.FAILED.value)
+        plan.failed = reason
+        session, now = object_session(row), self.services.clock.now()
+        for sub in row.subjobs:
+            gram = sub.gram_job
+            if gram is not None and JobState(gram.state) is JobState.PENDING \
+                    and gram.maui_state is not MauiJobState.STARTING:
+                finish(session, gram, JobState.FAILED,
+                       f"cancelled: coallocated job {row.id} failed ({reason})", now,
+                       plan.outbox, gram_error="USER_CANCELLED")
 
     # -- outside it ------------------------------------------------------------------------
     def _change_store(self, sid: str, plan: Plan) -> None:
@@ -218,6 +234,7 @@ class Settling:
         after the commit: a subjob linked meanwhile is seen here, or its submission sees
         the job FAILED and cancels itself), announcements, the store's cleanup."""
         sid = store_id(job_id)
+        plan.outbox.flush(self.services.redis, self.services.app)
         if plan.failed:
             try:
                 self.store.abort(sid, plan.failed)

@@ -213,11 +213,12 @@ def test_lost_coordination_state_fails_the_job_and_fences_its_subjobs(co: Any) -
         job_b = session.get(Job, gram_b)
         assert (job_b.state, job_b.start_time) == (JobState.FAILED, None)  # never started
         assert session.get(CoallocatedJob, job_id).barrier_state is SqlBarrier.FAILED
-    # b's cancelled GRAM job ended: its end sent the settle task, which keeps rows current
-    assert _queued_settles(co.services.settings) == [job_id]
-    co.settle(job_id)  # (as that task does)
+    # b's GRAM job ended FAILED in the very transaction that failed the job (the scheduler
+    # could not start it in between); the rows are current, and b's end is announced as
+    # any GRAM job's (its settle task queued: it finds nothing left to write)
     subs = {s[0]: s[1] for s in _row(co, job_id)[5]}
     assert subs == {"a": JobState.FAILED, "b": JobState.FAILED}
+    assert _queued_settles(co.services.settings) == [job_id]
     with pytest.raises(CoallocFinishedError):  # a's header, late: fenced in SQL
         _link(co, job_id, 0)
     with pytest.raises(CoallocFinishedError, match="runtime access"):
