@@ -44,6 +44,9 @@ from grid_tasks.states import JobState, MauiJobState, SubjobStartType
 #: The reason of a job whose coordination state vanished before its barrier's release.
 LOST_REASON = ("coordination state lost before the barrier release: the job's barrier keys "
                "are gone from the coordination store (Redis restarted empty or flushed)")
+#: A job younger than this (seconds) with no coordination keys is being created (its SQL
+#: rows come first), not lost: the watch looks again, a second later.
+LOST_GRACE_S = 5.0
 #: The store's abort reason of a job the owner cancelled.
 CANCELLED_REASON = "cancelled by user"
 #: How early (seconds) a settle may run and still count the barrier as timed out: a
@@ -157,6 +160,8 @@ class Settling:
             return self._fail(row, plan, cancel, SqlBarrier.CANCELLED if waiting else None)
         if waiting:
             if snap is None:
+                if time.time() - row.created_at.timestamp() < LOST_GRACE_S:
+                    return None  # stored in SQL, its store not created yet: no loss
                 return self._fail(row, plan, LOST_REASON, SqlBarrier.FAILED)
             if snap.state is BarrierState.ABORTED:
                 reason = snap.reason or "aborted"

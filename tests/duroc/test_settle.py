@@ -64,6 +64,13 @@ def _stored(co: Any, timeout: float = 60.0, deadline: float | None = None) -> in
     return job_id
 
 
+def _age(co: Any, job_id: int, seconds: float) -> None:
+    """Make the job ``seconds`` older (a job just stored has no keys yet: not lost)."""
+    with db.session_scope(co.services.sessions) as session:
+        row = session.get(CoallocatedJob, job_id)
+        row.created_at = datetime.fromtimestamp(time.time() - seconds, timezone.utc)
+
+
 def _link(co: Any, job_id: int, address: int) -> int:
     """A PENDING GRAM job linked to subjob ``address``, as a header's submission."""
     sub = lower(RSL)[address]
@@ -161,6 +168,7 @@ def test_subjob_states_is_a_pure_read_and_settle_is_not(co: Any, settings: Setti
     overdue = _stored(co, deadline=time.time() - 10)  # its barrier timeout passed
     lost = _stored(co)  # its coordination state gone
     co.store.purge(store_id(lost))
+    _age(co, lost, 6)
     jobs = (released, overdue, lost)
     before = {j: _row(co, j) for j in jobs}
     handles, drain = _announcements(settings)
@@ -206,6 +214,8 @@ def test_lost_coordination_state_fails_the_job_and_fences_its_subjobs(co: Any) -
     co.store.enter(store_id(job_id), 0, 0)  # a is in the barrier, b not started
     gram_b = _link(co, job_id, 1)
     co.store.client.flushdb()  # the coordination Redis, empty
+    assert co.settle(job_id).state is JobState.PENDING  # (just created: keys not yet made)
+    _age(co, job_id, 6)
     status = co.settle(job_id)
     assert status.state is JobState.FAILED and status.reason == LOST_REASON
     assert "coordination state lost" in LOST_REASON
@@ -238,6 +248,7 @@ def test_the_barrier_watch_settles_what_the_store_decides(co: Any) -> None:
         co.store.enter(store_id(released), 1, 0)
         co.store.abort(store_id(aborted), "subjob 'b' failed before the barrier: boom")
         co.store.purge(store_id(lost))
+        _age(co, lost, 6)
         deadline = time.monotonic() + 5
         while watch.watching() != {waiting}:
             assert time.monotonic() < deadline, watch.watching()
