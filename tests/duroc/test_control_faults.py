@@ -89,33 +89,37 @@ def test_gatekeeper_sigkill_mid_header_is_redelivered(duroc_grid, tmp_path):
     gatekeeper comes back redelivered and runs on a new gatekeeper; the job ends DONE.
 
     A header only submits its subjob now (nothing waits in it), so "mid-header" is made
-    exact: the gatekeeper's pool processes are frozen, its main process takes the
-    header's message (unacknowledged), and the whole gatekeeper is then killed."""
-    import psutil
+    exact: the test holds the database's write lock, the header blocks in its submission
+    (its message unacknowledged), and the gatekeeper is killed right then."""
+    import sqlite3
 
     out = tmp_path / "m"
     out.mkdir()
-    grid, prog = duroc_grid.grid, program(tmp_path)
+    grid, prog, settings = duroc_grid.grid, program(tmp_path), duroc_grid.settings
+    assert settings.database_url.startswith("sqlite:///")
     rsl = "+" + component("rmA", "a", 1, prog, out) + component("rmB", "b", 1, prog, out)
-    victim = psutil.Process(duroc_grid.gatekeepers["rmB"].pid)
-    pool = victim.children(recursive=True)
-    for child in pool:
-        child.send_signal(signal.SIGSTOP)
+    victim = duroc_grid.gatekeepers["rmB"].pid
+    os.kill(victim, signal.SIGSTOP)  # b's header waits until the lock below is held
+    lock = sqlite3.connect(settings.database_url[len("sqlite:///"):], isolation_level=None,
+                           timeout=30)
     try:
         job = grid.job_request(rsl, barrier_timeout=200)
-        task_id = _held_header(duroc_grid.settings, job.id, 1)
-        assert Coallocator(grid.services).header_deliveries(job.id).get(1) is None  # not run
+        lock.execute("BEGIN IMMEDIATE")  # every writer waits (busy timeout 30 s)
+        os.kill(victim, signal.SIGCONT)
+        task_id = _held_header(settings, job.id, 1)
+        deadline = time.monotonic() + 10  # it ran as far as its submission's write
+        while not Coallocator(grid.services).header_deliveries(job.id).get(1):
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        os.kill(victim, signal.SIGKILL)
     finally:
-        for proc in [victim, *pool]:
-            try:
-                proc.send_signal(signal.SIGKILL)
-            except psutil.NoSuchProcess:
-                pass
+        lock.rollback()
+        lock.close()
+    assert Coallocator(grid.services).header_deliveries(job.id)[1]["redelivered"] == 0
     duroc_grid.gatekeepers.update(start_gatekeepers(duroc_grid, ("rmB",)))
     # back after the broker's visibility timeout (30 s here), flagged redelivered
     deadline = time.monotonic() + 120
-    while Coallocator(grid.services).header_deliveries(job.id).get(1, {}).get(
-            "redelivered", 0) < 1:
+    while Coallocator(grid.services).header_deliveries(job.id)[1]["redelivered"] < 1:
         assert time.monotonic() < deadline, Coallocator(grid.services).header_deliveries(job.id)
         time.sleep(0.5)
     assert Coallocator(grid.services).header_deliveries(job.id)[1]["task"] == task_id
