@@ -25,6 +25,11 @@ stage along each job's critical path (the subjob whose processes entered last):
                 (runtime import, store connection, barrier entry)
     release     last barrier entry -> the barrier released (store event)
 
+(d) broker messages per waiting subjob per second: a job whose second subjob reaches
+the barrier 5 s late is watched through MONITOR on the stack's Redis while both of its
+subjobs wait (the header tasks' publishes were 2 per subjob per second while they
+re-queued themselves to look; the target is 0).
+
 ``--cpu`` adds, from further sequential jobs, the CPU the machine spent from submit to
 released, by process kind (see ``cpu_window``): whether that window is CPU-bound.
 
@@ -78,10 +83,76 @@ def start_once() -> float:
     return time.perf_counter() - t0
 
 
-def rsl() -> str:
+def rsl(late_s: float = 0.0) -> str:
+    """2 subjobs x 1 process; with ``late_s`` rmB's enters the barrier that much later."""
     comp = ('(&(resourceManagerContact={rm})(label={rm})(count=1)'
-            f'(executable="{sys.executable}")(arguments="-c" "{PROGRAM}"))')
-    return "+" + comp.format(rm="rmA") + comp.format(rm="rmB")
+            f'(executable="{sys.executable}")(arguments="-c" "{{program}}"))')
+    late = START_PROGRAM + f"; time.sleep({late_s}); runtime.barrier()"
+    return "+" + comp.format(rm="rmA", program=PROGRAM) + \
+        comp.format(rm="rmB", program=late if late_s else PROGRAM)
+
+
+class Publishes:
+    """Messages published to the broker (kombu's Redis transport: LPUSH/RPUSH on the
+    broker's database) while open, by task name, seen through MONITOR."""
+
+    def __init__(self, broker_url: str) -> None:
+        import threading
+
+        import redis
+
+        self.client = redis.Redis.from_url(broker_url)
+        self.db = int(self.client.connection_pool.connection_kwargs.get("db", 0))
+        self.tasks: list[str] = []
+        self.ready, self.stopped = threading.Event(), False
+        self.thread = threading.Thread(target=self._listen, daemon=True)
+
+    def _listen(self) -> None:
+        import re
+
+        with self.client.monitor() as monitor:
+            self.ready.set()
+            for command in monitor.listen():
+                if self.stopped:
+                    return
+                verb = command["command"].split(" ", 1)[0].upper()
+                if command.get("db") == self.db and verb in ("LPUSH", "RPUSH"):
+                    found = re.search(r'"task": "([^"]+)"', command["command"])
+                    self.tasks.append(found.group(1) if found else "?")
+
+    def __enter__(self) -> "Publishes":
+        self.thread.start()
+        self.ready.wait(5)
+        time.sleep(0.1)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stopped = True
+        self.client.ping()
+        self.thread.join(5)
+        self.client.close()
+
+
+def waiting_messages(settings, grid, window_s: float = 2.0) -> tuple[float, list[str]]:
+    """(DUROC broker messages per waiting subjob per second, every task published) over
+    ``window_s`` while both subjobs of a job wait at or before the barrier."""
+    from grid_tasks.duroc.records import store_id
+
+    store = grid.coallocator.store
+    job = grid.job_request(rsl(late_s=5.0 + window_s), barrier_timeout=60)
+    deadline = time.monotonic() + 30
+    while (store.snapshot(store_id(job.id)).subjobs[0].entered or 0) < 1:  # rmA's is in
+        if time.monotonic() > deadline:
+            raise SystemExit(f"job {job.id}: rmA's subjob never entered the barrier")
+        time.sleep(0.05)
+    with Publishes(settings.broker_url) as seen:
+        time.sleep(window_s)
+    if store.snapshot(store_id(job.id)).state.value != "open":
+        raise SystemExit(f"job {job.id}: released during the window, measure again")
+    if job.wait(timeout=60).state.value != "DONE":
+        raise SystemExit(f"job {job.id} did not end DONE")
+    duroc = [t for t in seen.tasks if t.startswith("grid_tasks.duroc.")]
+    return len(duroc) / (2 * window_s), seen.tasks
 
 
 def store_events(store, job_id: int, timeout: float = 60) -> dict[str, float]:
@@ -209,7 +280,8 @@ def overhead_ratio(got: dict[str, list[Any]]) -> tuple[float, float]:
 
 
 def report(rounds: list[dict[str, list[Any]]], rate: float, args: Any,
-           cpu: tuple[Any, float] | None = None) -> None:
+           cpu: tuple[Any, float] | None = None,
+           waiting: tuple[float, list[str]] | None = None) -> None:
     got = {k: [v for r in rounds for v in r[k]] for k in rounds[0]}  # every round pooled
     chord_s, start_s = statistics.median(got["chord"]), statistics.median(got["start"])
     e2r, s2r = got["e2r"], got["s2r"]
@@ -228,6 +300,11 @@ def report(rounds: list[dict[str, list[Any]]], rate: float, args: Any,
           f"{' '.join(f'{r:.2f}x' for r in ratios)} the bare chord, median {ratio:.2f}x "
           f"(target <= 2x: {'OK' if ratio <= 2 else 'MISSED'})")
     print(f"    throughput {rate:.2f} coallocated jobs/s ({args.concurrent} submitted at once)")
+    if waiting is not None:
+        others = sorted(set(waiting[1]))
+        print(f"(d) DUROC broker messages per waiting subjob per second {waiting[0]:.2f} "
+              f"(target 0); all publishes in the window: {len(waiting[1])} "
+              f"({', '.join(others) or 'none'})")
     if args.profile:
         print_profile(got["profile"], chord_s, start_s)
     if cpu is not None:
@@ -261,6 +338,7 @@ def main() -> None:
             app, grid = create_app(settings), Grid(settings)
             rounds = [coalloc_latency(app, grid, args.jobs) for _ in range(args.rounds)]
             rate = coalloc_throughput(grid, args.concurrent)
+            waiting = waiting_messages(settings, grid)
             cpu = coalloc_cpu(stack, grid, args.jobs) if args.cpu else None
             import gc
 
@@ -269,7 +347,7 @@ def main() -> None:
             app.close()
         finally:
             stack.stop()
-    report(rounds, rate, args, cpu)
+    report(rounds, rate, args, cpu, waiting)
 
 
 if __name__ == "__main__":

@@ -15,7 +15,9 @@ transaction (a waiter reading SQL after an event must see the change).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Sequence
+from datetime import datetime, timezone
 from typing import Any, Protocol
 
 from grid_tasks.events import JobEvent, publish
@@ -144,6 +146,21 @@ def settle_signature(app: Any, job: int) -> Any:
     """The task settling coallocated job ``job``'s fate after one of its subjobs ended."""
     return app.signature(SETTLE, kwargs={"job": job}) \
         .set(**readable("duroc-settle", job=f"coalloc-{job}"))
+
+
+def send_deadline(app: Any, job: int, at: float, *, hop_s: float) -> None:
+    """Send the settle due at ``job``'s barrier deadline ``at`` (epoch seconds): with an
+    ETA at ``at``, or ``hop_s`` from now when the deadline is further (a Redis broker
+    hands an unacknowledged ETA message out again after its visibility timeout; the
+    settle then sends the next hop)."""
+    left = at - time.time()
+    options: dict[str, Any] = {"ignore_result": True}
+    if left > hop_s:
+        options["countdown"] = hop_s
+    else:
+        options["eta"] = datetime.fromtimestamp(at, timezone.utc)
+    app.signature(SETTLE, kwargs={"job": job, "deadline": at}) \
+        .set(**readable("duroc-deadline", job=f"coalloc-{job}")).apply_async(**options)
 
 
 def watch_signature(app: Any, job: int, address: int, rm: str, deadline: float, *,

@@ -106,8 +106,8 @@ class CoallocClient:
         return self.subjob_states(job_id)
 
     def subjob_states(self, job: int | str) -> CoallocStatus:
-        """The job's snapshot, as the scheduler tells its owner (settling its fate when
-        that is due); NotFoundError for an unknown job."""
+        """The job's snapshot, as the scheduler tells its owner (a pure read: the job's
+        fate is settled by events, never by a look); NotFoundError for an unknown job."""
         job_id = parse_job_ref(job)
         reply = self._ask(STATUS, {"job": job_id}, shadow=f"coalloc-status coalloc-{job_id}")
         return CoallocStatus.from_dict(reply)

@@ -1,37 +1,42 @@
-"""The DUROC control side: a multi-request becomes a Celery chord of subjob watchers.
+"""The DUROC control side: a multi-request becomes a Celery chord of subjob submissions.
 
 A client asks the scheduler through the door (:mod:`grid_tasks.duroc.client`);
 the scheduler worker's ``request_here`` stores one ``CoallocatedJob`` row with a
-``Subjob`` row per component, creates the job's coordination store and sends a flat
-chord: one ``grid_tasks.duroc.tasks.watch_subjob`` header task per barrier subjob,
-vouching for the job's owner at its gatekeeper, routed to its RM's gatekeeper
-queue, submits the subjob through GRAM (idempotently) and completes when all its
-processes are in the barrier.  The barrier is auto-release: the store opens it in the
-very entry (or deletion) that completes it; the watchers and the chord body
-(``...tasks.release``) record the release in SQL.  A strict subjob that fails first
-aborts the barrier (nobody passes it) and the chord's error path
-(``...tasks.coalloc_failed``) cancels every subjob, FAILs the job and revokes its
-store access.  After the release a subjob's end settles the job's fate by its start
-type (:func:`grid_tasks.duroc.records.final_state`).
+``Subjob`` row per component (and its ``barrier_deadline``), creates the job's
+coordination store and sends a flat chord: one ``grid_tasks.duroc.tasks.watch_subjob``
+header task per barrier subjob, vouching for the job's owner at its gatekeeper,
+routed to its RM's gatekeeper queue, submits the subjob through GRAM (idempotently)
+and returns.  Nobody polls while the subjob's processes start: the barrier is
+auto-release (the store opens it in the very entry, or deletion, that completes it),
+and the scheduler's barrier watch (:mod:`grid_tasks.duroc.barrier_watch`) blocks on
+the job's event stream.
 
-Header tasks never hold a worker slot for long: each run waits at most ``slice_s``
-for entries, then re-queues itself with ``retry`` (same task id, counted once by the
-chord); acks-late makes a gatekeeper killed mid-header get the very message back
-(every delivery is counted: :meth:`Coallocator.header_deliveries`).
+The job's state has one writer, the settle (:mod:`grid_tasks.duroc.settle`): run
+by the watch (release, abort, keys lost, deadline), by the deadline task due at
+``barrier_deadline``, by the settle task a subjob's end sends, by the chord's body
+and error path, and by the owner's actions here (release, cancel, add, delete).
+A strict subjob failing before the release aborts the barrier (nobody passes it)
+and the settle cancels every subjob, FAILs the job and revokes its store access.
+After the release a subjob's end settles the job's fate by its start type
+(:func:`grid_tasks.duroc.records.final_state`).
+
+acks-late makes a gatekeeper killed mid-header get the very message back (every
+delivery is counted: :meth:`Coallocator.header_deliveries`).
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from datetime import datetime, timezone
 from typing import Any
 
 from celery import chord
 from sqlalchemy import update
 
 from grid_tasks.db import ConcurrentUpdateError, session_scope
-from grid_tasks.db.models import CoallocatedJob, Job
-from grid_tasks.db.models.jobs import BarrierState as SqlBarrier
+from grid_tasks.db.models import Job
+from grid_tasks.duroc.barrier_watch import BarrierWatch
 from grid_tasks.duroc.control_door import DoorService
 from grid_tasks.duroc.control_rows import (
     DEFAULT_BARRIER_TIMEOUT_S, URL_KEY, check_rms as _check_rms, coalloc_row as _coalloc,
@@ -42,17 +47,13 @@ from grid_tasks.duroc.control_structure import StructureChanges
 from grid_tasks.duroc.control_watch import HeaderSteps
 from grid_tasks.duroc.door import SUBMIT_SUBJOB
 from grid_tasks.duroc.errors import CoallocFinishedError, CoallocRequestError
-from grid_tasks.duroc.records import (
-    CoallocStatus, coalloc_status, final_state, mark, parse_job_ref, store_id,
-)
+from grid_tasks.duroc.records import parse_job_ref, store_id
+from grid_tasks.duroc.settle import CANCELLED_REASON, Settling
 from grid_tasks.duroc.store import CoordinationStore
-from grid_tasks.duroc.store_errors import (
-    BarrierAbortedError, BarrierNotReadyError, JobNotFoundError,
-)
+from grid_tasks.duroc.store_errors import BarrierAbortedError, JobNotFoundError
 from grid_tasks.duroc.store_models import BarrierState, SubjobSpec
-from grid_tasks.duroc.waiting import announce
 from grid_tasks.effects import (
-    failed_signature, release_signature, settle_signature, watch_signature,
+    failed_signature, release_signature, send_deadline, watch_signature,
 )
 from grid_tasks.errors import NotFoundError
 from grid_tasks.gram.door import ask
@@ -66,9 +67,12 @@ from grid_tasks.services import Services
 from grid_tasks.states import JobState, SubjobStartType
 
 log = logging.getLogger(__name__)
+#: The deadline task hops at most this share of the broker's visibility timeout at a
+#: time: a Redis broker hands an unacknowledged ETA message out again after it.
+DEADLINE_HOP = 0.8
 
 
-class Coallocator(HeaderSteps, StructureChanges, DoorService):
+class Coallocator(HeaderSteps, StructureChanges, DoorService, Settling):
     """DUROC control operations as the grid's services run them, over one process's
     :class:`~grid_tasks.services.Services`: the scheduler serves an application's
     requests (:class:`~grid_tasks.duroc.client.CoallocClient`) with the ``*_here``
@@ -77,6 +81,14 @@ class Coallocator(HeaderSteps, StructureChanges, DoorService):
     def __init__(self, services: Services) -> None:
         self.services = services
         self._store: Any = None
+        self._watch: BarrierWatch | None = None
+
+    @property
+    def barrier_watch(self) -> BarrierWatch:
+        """This process's barrier watch (started by its first job, or :meth:`start`)."""
+        if self._watch is None:
+            self._watch = BarrierWatch(self)
+        return self._watch
 
     @property
     def store(self) -> Any:
@@ -102,7 +114,8 @@ class Coallocator(HeaderSteps, StructureChanges, DoorService):
         deadline = time.time() + float(barrier_timeout)
         with session_scope(self.services.sessions) as session:
             _check_rms(session, subs)
-            job_id = insert_coallocation(session, rsl, owner, barrier_timeout, subs, labels)
+            job_id = insert_coallocation(session, rsl, owner, barrier_timeout, subs, labels,
+                                         datetime.fromtimestamp(deadline, timezone.utc))
         sid = store_id(job_id)
         self.store.create_job(sid, [SubjobSpec(label, sub.count, sub.start_type, sub.comms_type)
                                     for sub, label in zip(subs, labels)],
@@ -111,6 +124,10 @@ class Coallocator(HeaderSteps, StructureChanges, DoorService):
                                 remember=(URL_KEY.format(job_id), int(barrier_timeout) + 24 * 3600))
         self._start(job_id, [(a, sub) for a, sub in enumerate(subs)], deadline,
                     owner=owner, account=account)
+        # after the chord: the subjobs' start waits for neither
+        self.barrier_watch.watch(job_id, deadline)
+        send_deadline(self.services.app, job_id, deadline,
+                      hop_s=DEADLINE_HOP * self.services.settings.visibility_timeout)
         return job_id
 
     def _start(self, job_id: int, subs: list[tuple[int, Any]], deadline: float, *,
@@ -122,10 +139,11 @@ class Coallocator(HeaderSteps, StructureChanges, DoorService):
             if sub.start_type is SubjobStartType.NO_BARRIER:
                 self.ask_submit(job_id, address, sub.rm_contact, owner, account)
         if not watched:
-            self.release_step(job_id)
+            self.store.release(store_id(job_id), require_complete=False)
+            self.settle(job_id)
             return
         header = [watch_signature(self.services.app, job_id, a, s.rm_contact, deadline,
-                                        submitter=owner, account=account)
+                                  submitter=owner, account=account)
                   for a, s in watched]
         body = release_signature(self.services.app, job_id)
         body.link_error(failed_signature(self.services.app, job_id))
@@ -206,70 +224,22 @@ class Coallocator(HeaderSteps, StructureChanges, DoorService):
                             .execution_options(synchronize_session=False))
 
     def _cancel_if_gone(self, job_id: int, address: int, gram_id: int) -> None:
-        """A subjob submitted while the job was cancelled or the subjob deleted: cancel it."""
+        """A subjob submitted while the job was cancelled, failed or lost its coordination
+        state, or the subjob deleted: cancel it.  Read after the link committed, so a
+        settle failing the job meanwhile either sees this link or is seen here."""
         try:
             snap = self.store.snapshot(store_id(job_id))
             gone = snap.state is BarrierState.ABORTED or all(
                 s.address != address for s in snap.subjobs)
         except JobNotFoundError:
             gone = True
+        if not gone:
+            with session_scope(self.services.sessions) as session:
+                gone = JobState(_coalloc(session, job_id).state).terminal
         if gone:
             self._cancel_gram(gram_id)
 
-    # -- release, failure, cancel ------------------------------------------------------
-    def release_step(self, job_id: int) -> bool | None:
-        """Release if every barrier subjob is in: True, None (not yet), False (aborted)."""
-        try:
-            self.store.release(store_id(job_id), require_complete=True)
-        except BarrierNotReadyError:
-            return None
-        except (BarrierAbortedError, JobNotFoundError):
-            return False
-
-        def record() -> tuple[bool, bool]:
-            with session_scope(self.services.sessions) as session:
-                row = session.get(CoallocatedJob, job_id)
-                if row is None or row.barrier_state is not SqlBarrier.WAITING:
-                    return False, False
-                mark(row, JobState.ACTIVE, SqlBarrier.RELEASED, None)
-                return True, any(s.gram_job is not None and JobState(s.gram_job.state).terminal
-                                 for s in row.subjobs)
-        changed, ended = _retrying(record)
-        if changed:
-            announce(self.store.client, job_id, JobState.ACTIVE.value)
-        if ended:
-            # The store released the barrier (auto-release) before this SQL record: a
-            # subjob that ended in between had its settle find the job still waiting.
-            # Settled by its own task: a failure there must not reach the chord's errback.
-            settle_signature(self.services.app, job_id).apply_async()
-        return True
-
-    def terminate(self, job_id: int, reason: str, barrier: SqlBarrier) -> bool:
-        """Abort the barrier, cancel every GRAM subjob, FAIL the job, revoke its access."""
-        sid = store_id(job_id)
-        try:
-            self.store.abort(sid, reason)
-        except JobNotFoundError:
-            pass
-        changed: list[bool] = []
-
-        def record() -> list[int]:
-            with session_scope(self.services.sessions) as session:
-                row = _coalloc(session, job_id)
-                was_released = row.barrier_state is SqlBarrier.RELEASED
-                changed[:] = [mark(row, JobState.FAILED, None if was_released else barrier,
-                                   reason)]
-                return [s.gram_job_id for s in row.subjobs if s.gram_job_id is not None]
-        for gram_id in _retrying(record):
-            self._cancel_gram(gram_id)
-        if changed and changed[0]:
-            announce(self.store.client, job_id, JobState.FAILED.value)
-        try:
-            self.store.revoke_access(sid)
-        except Exception:  # noqa: BLE001 - best effort: the key TTL bounds the ACL anyway
-            pass
-        return bool(changed and changed[0])
-
+    # -- release and cancel (the owner's actions: each ends in a settle) -------------------
     def _cancel_gram(self, gram_id: int) -> None:
         """Cancel a subjob's GRAM job here (its record, its cancel flag for the nodes)."""
         for attempt in range(8):
@@ -281,76 +251,32 @@ class Coallocator(HeaderSteps, StructureChanges, DoorService):
             except ConcurrentUpdateError:
                 time.sleep(0.02 * (attempt + 1))
 
-    def failure_reason(self, job_id: int) -> str:
-        """Why the barrier was aborted (as a header task recorded it), for the error path."""
-        try:
-            snap = self.store.snapshot(store_id(job_id))
-        except JobNotFoundError:
-            return "coordination state lost"
-        return snap.reason or "a subjob watcher failed"
-
     def cancel_here(self, job: int | str) -> int:
         """Cancel the whole job at any stage; its id.  CoallocFinishedError once ended."""
-        job_id = self._existing(job)
-        if not self.terminate(job_id, "cancelled by user", SqlBarrier.CANCELLED):
+        job_id = self._existing(job, changing=True)
+        plan = self.settle_plan(job_id, cancel=CANCELLED_REASON)
+        # (the barrier watch may have settled the abort this settle made, first)
+        if not plan.failed and (plan.status is None or plan.status.reason != CANCELLED_REASON):
             raise CoallocFinishedError(f"coallocated job {job_id} has ended already")
         return job_id
 
     def release_here(self, job: int | str, wait_for_subjobs: bool = True,
                      timeout: float | None = None) -> int:
         """Release the barrier: waiting (up to ``timeout``) for every barrier subjob to be
-        in, or at once (BarrierNotReadyError when some are not); the job's id."""
+        in, or at once (BarrierNotReadyError when some are not); the job's id.  The
+        release itself is recorded by the settle that follows."""
         job_id = self._existing(job)
         sid = store_id(job_id)
-        if wait_for_subjobs:
-            self.store.await_entries(sid, None, timeout)
-        else:
+        try:
+            if wait_for_subjobs:
+                self.store.await_entries(sid, None, timeout)
             self.store.release(sid, require_complete=True)
-        if self.release_step(job_id) is False:
-            raise CoallocFinishedError(f"coallocated job {job_id} was aborted: "
-                                       f"{self.failure_reason(job_id)}")
+        except (BarrierAbortedError, JobNotFoundError):
+            pass  # the settle records why
+        status = self.settle(job_id)
+        if status.state is JobState.FAILED:
+            raise CoallocFinishedError(f"coallocated job {job_id} was aborted: {status.reason}")
         return job_id
-
-    # -- observation ------------------------------------------------------------------------
-    def subjob_states(self, job: int | str) -> CoallocStatus:
-        """The job's snapshot; settles its fate once released subjobs have ended."""
-        job_id = self._existing(job)
-        try:
-            snap = self.store.snapshot(store_id(job_id))
-            infos, released = {s.address: s for s in snap.subjobs}, snap.state
-        except JobNotFoundError:
-            infos, released = {}, None
-        with session_scope(self.services.sessions) as session:
-            row = _coalloc(session, job_id)
-            status = coalloc_status(row, infos)
-            lagging = (released is BarrierState.RELEASED and not status.terminal
-                       and row.barrier_state is SqlBarrier.WAITING)
-            fate = None
-            if not status.terminal and row.barrier_state is SqlBarrier.RELEASED:
-                fate = final_state(row)
-            overdue = (row.barrier_state is SqlBarrier.WAITING and row.barrier_timeout
-                       and time.time() > row.created_at.timestamp() + row.barrier_timeout + 5)
-        if lagging:  # the store released (auto-release) before anyone recorded it in SQL
-            self.release_step(job_id)
-        elif fate is not None and fate[0] is JobState.FAILED:
-            self.terminate(job_id, fate[1] or "a strict subjob failed", SqlBarrier.FAILED)
-        elif fate is not None:
-            _retrying(lambda: self._mark_done(job_id, fate[1]))
-        elif overdue and not status.terminal:  # no watcher acted (e.g. no gatekeeper alive)
-            self.terminate(job_id, "barrier timeout", SqlBarrier.TIMED_OUT)
-        else:
-            return status
-        return self.subjob_states(job_id)
-
-    def _mark_done(self, job_id: int, reason: str | None) -> None:
-        with session_scope(self.services.sessions) as session:
-            changed = mark(_coalloc(session, job_id), JobState.DONE, None, reason)
-        if changed:
-            announce(self.store.client, job_id, JobState.DONE.value)
-        try:
-            self.store.purge(store_id(job_id))
-        except JobNotFoundError:
-            pass
 
     def _existing(self, job: int | str, changing: bool = False) -> int:
         """The job's id (NotFoundError if unknown); with ``changing``, refuse an ended job."""

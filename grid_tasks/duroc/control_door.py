@@ -52,8 +52,7 @@ class DoorService:
 
     def serve_status(self, who: str | None, job: int | str, *,
                      admin: bool = False) -> dict[str, Any]:
-        """The job's snapshot for its owner (or an operator, ``admin``), settling its
-        fate when that is due (a released job whose subjobs ended)."""
+        """The job's snapshot for its owner (or an operator, ``admin``): a pure read."""
         job_id = parse_job_ref(job) if admin else self.owned(job, who)[0]
         return self.subjob_states(job_id).to_dict()
 

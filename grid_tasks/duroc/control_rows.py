@@ -5,6 +5,7 @@ so it outlives the store's purge at the job's end)."""
 from __future__ import annotations
 
 import time
+from datetime import datetime
 from collections.abc import Callable
 from typing import Any
 
@@ -128,19 +129,29 @@ _INSERT_COALLOC = insert(CoallocatedJob.__table__)
 _COALLOC_CONTACT = update(CoallocatedJob.__table__).where(
     CoallocatedJob.__table__.c.id == bindparam("b_id"))
 _INSERT_SUBJOBS = insert(Subjob.__table__)
+_LIVE = select(CoallocatedJob.__table__.c.id).where(
+    CoallocatedJob.__table__.c.id == bindparam("b_job"),
+    CoallocatedJob.__table__.c.state.notin_([JobState.DONE, JobState.FAILED])).scalar_subquery()
+# Linking is fenced by the job's state: a subjob's GRAM job stored after its job ended
+# (say, its coordination state was lost while the header was on its way) is rolled
+# back with the link, so the scheduler never sees it.
 _LINK = update(Subjob.__table__).where(
     Subjob.__table__.c.coallocation_id == bindparam("b_job"),
-    Subjob.__table__.c.position == bindparam("b_address"))
+    Subjob.__table__.c.position == bindparam("b_address"),
+    Subjob.__table__.c.coallocation_id == _LIVE)
+_LINKED = select(Subjob.gram_job_id).where(Subjob.coallocation_id == bindparam("job"),
+                                           Subjob.gram_job_id.is_not(None))
 
 
 def insert_coallocation(session: Any, rsl: str, owner: str, barrier_timeout: float,
-                        subs: list[Any], labels: list[str]) -> int:
-    """Insert a coallocated job (PENDING, with its contact) and one row per subjob, as
-    plain INSERTs: every request pays for this; its id."""
+                        subs: list[Any], labels: list[str], deadline: datetime) -> int:
+    """Insert a coallocated job (PENDING, with its contact and barrier ``deadline``) and
+    one row per subjob, as plain INSERTs: every request pays for this; its id."""
     conn = session.connection()
     job_id = conn.execute(_INSERT_COALLOC, table_row(CoallocatedJob.__mapper__, {
         "rsl": rsl, "owner": owner, "state": JobState.PENDING,
-        "barrier_timeout": float(barrier_timeout), "version": 1})).inserted_primary_key[0]
+        "barrier_timeout": float(barrier_timeout), "barrier_deadline": deadline,
+        "version": 1})).inserted_primary_key[0]
     conn.execute(_COALLOC_CONTACT, {"b_id": job_id, "contact": f"duroc://coalloc/{job_id}"})
     conn.execute(_INSERT_SUBJOBS, [
         table_row(Subjob.__mapper__, _subjob_values(job_id, address, label, sub))
@@ -150,12 +161,18 @@ def insert_coallocation(session: Any, rsl: str, owner: str, barrier_timeout: flo
 
 def link_subjob(session: Any, job_id: int, address: int, gram_id: int) -> None:
     """Record subjob ``address``'s GRAM job (PENDING); CoallocFinishedError if the
-    subjob is gone (deleted meanwhile)."""
+    subjob is gone (deleted meanwhile) or its job has ended."""
     done = session.connection().execute(_LINK, {
         "b_job": job_id, "b_address": address, "gram_job_id": gram_id,
         "state": JobState.PENDING}).rowcount
     if done != 1:
-        raise CoallocFinishedError(f"coallocated job {job_id} has no subjob {address} any more")
+        raise CoallocFinishedError(f"coallocated job {job_id} has no subjob {address} any "
+                                   "more, or has ended")
+
+
+def linked_gram_jobs(session: Any, job_id: int) -> list[int]:
+    """The GRAM job ids of the job's subjobs, as committed now."""
+    return [int(g) for g in session.connection().execute(_LINKED, {"job": job_id}).scalars()]
 
 
 def check_rms(session: Any, subs: list[Any]) -> None:

@@ -12,6 +12,7 @@ from grid_tasks.duroc.control_rows import (
     new_subjob_row,
 )
 from grid_tasks.duroc.records import store_id
+from grid_tasks.duroc.settle import deadline_of
 from grid_tasks.duroc.store_models import SubjobSpec
 from grid_tasks.effects import failed_signature, watch_signature
 from grid_tasks.rsl import lower
@@ -27,6 +28,9 @@ class StructureChanges:
     services: Services
     store: Any
     ask_submit: Any
+    settle: Any
+    _existing: Any
+    _cancel_gram: Any
 
     def add_here(self, job: int | str, rsl: str, *, owner: str | None,
                  variables: dict[str, str] | None = None, source: str = "<rsl>") -> list[str]:
@@ -42,8 +46,8 @@ class StructureChanges:
             row = coalloc_row(session, job_id)
             check_rms(session, subs)
             labels = labels_for(subs, {s.label for s in row.subjobs if s.label})
-            deadline = row.created_at.timestamp() + (row.barrier_timeout or
-                                                     DEFAULT_BARRIER_TIMEOUT_S)
+            deadline = deadline_of(row) if row.barrier_timeout else \
+                row.created_at.timestamp() + DEFAULT_BARRIER_TIMEOUT_S
         for sub, label in zip(subs, labels):
             info = self.store.add_subjob(store_id(job_id), SubjobSpec(
                 label, sub.count, sub.start_type, sub.comms_type))
@@ -56,6 +60,7 @@ class StructureChanges:
                                       sub.rm_contact, deadline, submitter=owner)
                 detach(sig.apply_async(
                     link_error=failed_signature(self.services.app, job_id)))
+        self.settle(job_id)
         return labels
 
     def delete_here(self, job: int | str, label: str) -> int:
@@ -69,4 +74,5 @@ class StructureChanges:
                 session.delete(row)
         if gram_id is not None:
             self._cancel_gram(gram_id)
+        self.settle(job_id)  # the deletion may have completed (released) the barrier
         return job_id

@@ -1,9 +1,10 @@
-"""The header tasks' side of a coallocated job: counting deliveries and one bounded
-watch step per run (a mixin of :class:`~grid_tasks.duroc.control.Coallocator`).
+"""The header tasks' side of a coallocated job: counting deliveries and the one step
+of a header (a mixin of :class:`~grid_tasks.duroc.control.Coallocator`).
 
-A header task submits its subjob through GRAM (idempotently), then waits a slice for
-the subjob's processes to enter the barrier; a subjob that dies first aborts a strict
-job and leaves a loose one's barrier so the others can still be released.
+A header task submits its subjob through GRAM (idempotently) and ends: it neither
+waits for the barrier nor re-queues itself (the scheduler's barrier watch blocks on
+the job's events; a subjob's end sends the settle task).  A subjob found dead already
+aborts a strict job and leaves a loose one's barrier so the others can be released.
 """
 
 from __future__ import annotations
@@ -16,10 +17,10 @@ from grid_tasks.duroc.control_rows import header_deliveries, note_delivery
 from grid_tasks.duroc.errors import BarrierDeadlineError, CoallocFinishedError, SubjobFailedError
 from grid_tasks.duroc.records import parse_job_ref, store_id
 from grid_tasks.duroc.store_errors import (
-    BarrierAbortedError, BarrierTimeoutError, JobNotFoundError, StructureFrozenError,
-    SubjobNotFoundError,
+    JobNotFoundError, StructureFrozenError, SubjobNotFoundError,
 )
 from grid_tasks.duroc.store_models import BarrierState
+from grid_tasks.errors import GridTasksError
 from grid_tasks.gram.submission import gram_status
 from grid_tasks.services import Services
 from grid_tasks.states import JobState, SubjobStartType
@@ -30,12 +31,11 @@ _UNREAD = object()  # watch_step: the subjob's barrier info not read yet
 
 class HeaderSteps:
     """Delivery counts and :meth:`watch_step`; the Coallocator provides services, store,
-    ``submit_subjob`` and ``release_step``."""
+    ``submit_subjob`` and the rest."""
 
     services: Services
     store: Any
     submit_subjob: Any
-    release_step: Any
 
     def note_delivery(self, job_id: int, address: int, task_id: str | None,
                       redelivered: bool) -> bytes | None:
@@ -58,11 +58,12 @@ class HeaderSteps:
         its header task; empty for a job never watched."""
         return header_deliveries(self.store.client, parse_job_ref(job))
 
-    def watch_step(self, job_id: int, address: int, deadline: float, slice_s: float = 1.0,
+    def watch_step(self, job_id: int, address: int, deadline: float,
                    url: bytes | None = None, info: Any = _UNREAD,
                    identity: str | None = None,
-                   account: str | None = None) -> dict[str, Any] | None:
-        """One bounded step of a header task: a result, None (call again), or an error.
+                   account: str | None = None) -> dict[str, Any]:
+        """A header task's one step: submit the subjob (once) and return, or raise.
+        Nothing waits here for the barrier: the scheduler's barrier watch does.
         ``url``: the job's runtime URL if already read (else the submission reads it);
         ``info``: the subjob's barrier info if already read (:meth:`first_look`);
         ``identity``: the verified submitter, authorized at this gatekeeper;
@@ -74,6 +75,10 @@ class HeaderSteps:
             return {"address": address, "deleted": True}
         if info.complete:
             return {"address": address, "label": info.label, "entered": info.entered}
+        if time.time() >= deadline:  # delivered too late: the settle times the job out
+            reason = f"barrier timeout: subjob {info.label!r} not submitted in time"
+            self.store.abort(sid, reason)
+            raise BarrierDeadlineError(f"coallocated job {job_id}: {reason}")
         try:
             gram_id, stored = self.submit_subjob(job_id, address, iterate=True, url=url,
                                                  identity=identity, account=account)
@@ -81,34 +86,26 @@ class HeaderSteps:
             if self._barrier_info(job_id, address) is None:  # deleted since the look above
                 return {"address": address, "deleted": True}
             raise
-        # a job stored by this very step is PENDING: its state is read from the next on
+        except GridTasksError as exc:  # refused (RSL, rights, limits): nobody may pass
+            self._refused(job_id, info, exc)
+        # a job stored by this very step is PENDING: its end sends the settle task
         status = None if stored else gram_status(self.services.sessions, gram_id)
         if status is not None and status.state.terminal:
             why = status.reason if status.state is JobState.FAILED else None
             return self._subjob_died(job_id, info, why or (
                 f"its processes ended ({status.state.value}, exit code {status.exit_code})"))
-        if time.time() >= deadline:
-            reason = f"barrier timeout: subjob {info.label!r} not started in time"
-            self.store.abort(sid, reason)
-            raise BarrierDeadlineError(f"coallocated job {job_id}: {reason}")
+        return {"address": address, "label": info.label, "gram_job": gram_id}
+
+    def _refused(self, job_id: int, info: Any, exc: Exception) -> None:
+        """A subjob whose submission was refused aborts the barrier with the refusal as
+        its reason (the chord's error path settles the job: FAILED, every other subjob
+        cancelled, as before headers stopped waiting), and re-raises."""
         try:
-            self.store.await_entries(sid, [address],
-                                     timeout=max(0.05, min(slice_s, deadline - time.time())))
-        except BarrierTimeoutError:
-            return None
-        except SubjobNotFoundError:
-            return {"address": address, "deleted": True}
-        except BarrierAbortedError as exc:
-            raise CoallocFinishedError(f"coallocated job {job_id} aborted: {exc.reason}") \
-                from None
-        # The last entry released the barrier in the store: record it in SQL now rather
-        # than after the chord's join and body (a no-op while other subjobs are not in).
-        try:
-            self.release_step(job_id)
-        except Exception:  # noqa: BLE001 - best effort: the chord body records it too,
-            log.warning("coallocated job %s: release not recorded by the watcher of %s",
-                        job_id, address, exc_info=True)  # and no header must fail for it
-        return {"address": address, "label": info.label, "entered": info.size}
+            self.store.abort(store_id(job_id),
+                             f"subjob {info.label!r} could not be submitted: {exc}")
+        except JobNotFoundError:
+            pass
+        raise exc
 
     def _barrier_info(self, job_id: int, address: int, reply: Any = None) -> Any:
         """The subjob's info in the job's snapshot (``reply``: a queued SNAPSHOT's, else

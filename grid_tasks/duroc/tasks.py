@@ -1,4 +1,5 @@
-"""Celery tasks of DUROC coallocation: the chord's header watchers, body and error path.
+"""Celery tasks of DUROC coallocation: the chord's header submissions, body and error
+path, and the settle (the one writer of a coallocated job's state).
 
 Routing (all by :class:`~grid_tasks.celery_app.GridRouter`, nothing spelled here):
 
@@ -22,18 +23,14 @@ from typing import Any
 
 from celery import shared_task
 
-from grid_tasks.db.models.jobs import BarrierState as SqlBarrier
-from grid_tasks.duroc.control import Coallocator
+from grid_tasks.duroc.control import DEADLINE_HOP, Coallocator
 from grid_tasks.duroc.door import (
     ADD_SUBJOBS, CANCEL, DELETE_SUBJOB, RELEASE_BARRIER, REQUEST, STATUS, SUBMIT_SUBJOB,
 )
-from grid_tasks.effects import FAILED, RELEASE, SETTLE, WATCH
+from grid_tasks.effects import FAILED, RELEASE, SETTLE, WATCH, send_deadline
 from grid_tasks.gram.door import answer
 from grid_tasks.security.roles import Role
 from grid_tasks.services import per_process, services_for
-#: Longest a header task waits for entries before re-queuing itself (seconds).
-SLICE_S = 0.5
-
 
 
 def coallocator_for(app: Any) -> Coallocator:
@@ -41,31 +38,36 @@ def coallocator_for(app: Any) -> Coallocator:
     return per_process(app, "coallocator", lambda: Coallocator(services_for(app)))
 
 
-# track_started off: a header's STARTED state in the result backend would cost a round
-# trip before every run (every slice) and nobody reads it: a subjob's progress is in
-# the coordination store and in SQL (subjob_states), its end in the chord's join.
+def scheduler_side(app: Any) -> Coallocator:
+    """The Coallocator of a scheduler process, its barrier watch running (adopting the
+    jobs waiting in SQL: after a restart no waiting job depends on a reader)."""
+    co = coallocator_for(app)
+    co.barrier_watch.start()
+    return co
+
+
+# track_started off: nobody reads a header's STARTED state; a subjob's progress is in
+# the coordination store and in SQL (subjob_states), its submission in the chord's join.
 @shared_task(name=WATCH, bind=True, acks_late=True, reject_on_worker_lost=True,
-             max_retries=None, track_started=False)
+             track_started=False)
 def watch_subjob(self: Any, *, rm: str, job: int, address: int, deadline: float,
-                slice_s: float = SLICE_S, submitter: str | None = None,
-                account: str | None = None) -> dict[str, Any]:
-    """Chord header: submit one subjob through GRAM, finish when all its processes are in
-    the barrier; fails (strict) when it cannot start or dies first.
+                 submitter: str | None = None, account: str | None = None,
+                 slice_s: float | None = None) -> dict[str, Any]:
+    """Chord header: submit one subjob through GRAM (once), then end: the barrier is
+    watched by the scheduler (:mod:`grid_tasks.duroc.barrier_watch`), not by re-queued
+    headers.  Fails (strict) when the subjob cannot be submitted or died already.
 
     Every delivery is counted (:meth:`Coallocator.header_deliveries`), redeliveries of
     a message whose worker died mid-task apart: the proof that acks-late did its job.
+    ``slice_s``: ignored (headers sent by an older scheduler).
     """
     co = coallocator_for(self.app)
-    # the job's owner, vouched for by the scheduler that sent the chord (on later
-    # slices by this gatekeeper, re-queuing the header)
+    # the job's owner, vouched for by the scheduler that sent the chord
     who = self.submitter(submitter)
     delivery = self.request.delivery_info or {}
     url, info = co.first_look(job, address, self.request.id, bool(delivery.get("redelivered")))
-    result = co.watch_step(job, address, deadline, slice_s, url=url, info=info, identity=who,
-                           account=account)
-    if result is None:
-        raise self.retry(countdown=0, kwargs={**(self.request.kwargs or {}), "submitter": who})
-    return result
+    return co.watch_step(job, address, deadline, url=url, info=info, identity=who,
+                         account=account)
 
 
 @shared_task(name=SUBMIT_SUBJOB, bind=True, track_started=False)
@@ -87,7 +89,7 @@ def coalloc_request(self: Any, *, rsl: str, barrier_timeout: float,
                     source: str = "<rsl>", submitter: str | None = None) -> dict[str, Any]:
     """Store and start a coallocated job owned by the verified signer; ``{"ok": {"job":
     id}}`` or the refusal as data (nothing stored then)."""
-    co, who = coallocator_for(self.app), self.submitter(submitter)
+    co, who = scheduler_side(self.app), self.submitter(submitter)
     return answer(lambda: {"job": co.serve_request(
         who, rsl, account=account, barrier_timeout=barrier_timeout, variables=variables,
         source=source)})
@@ -97,7 +99,7 @@ def coalloc_request(self: Any, *, rsl: str, barrier_timeout: float,
 def add_subjobs(self: Any, *, job: int, rsl: str, variables: dict[str, str] | None = None,
                 source: str = "<rsl>", submitter: str | None = None) -> dict[str, Any]:
     """The owner adds subjobs before release; ``{"ok": {"labels": [...]}}``."""
-    co, who = coallocator_for(self.app), self.submitter(submitter)
+    co, who = scheduler_side(self.app), self.submitter(submitter)
     return answer(lambda: {"labels": co.serve_add(who, job, rsl, variables=variables,
                                                   source=source)})
 
@@ -106,7 +108,7 @@ def add_subjobs(self: Any, *, job: int, rsl: str, variables: dict[str, str] | No
 def delete_subjob(self: Any, *, job: int, label: str,
                   submitter: str | None = None) -> dict[str, Any]:
     """The owner deletes a subjob before release; ``{"ok": {"job": id}}``."""
-    co, who = coallocator_for(self.app), self.submitter(submitter)
+    co, who = scheduler_side(self.app), self.submitter(submitter)
     return answer(lambda: {"job": co.delete_here(co.owned(job, who)[0], label)})
 
 
@@ -114,47 +116,50 @@ def delete_subjob(self: Any, *, job: int, label: str,
 def release_barrier(self: Any, *, job: int, submitter: str | None = None) -> dict[str, Any]:
     """The owner releases the barrier now (BarrierNotReadyError unless every barrier
     subjob is in: the client waits for that itself); ``{"ok": {"job": id}}``."""
-    co, who = coallocator_for(self.app), self.submitter(submitter)
+    co, who = scheduler_side(self.app), self.submitter(submitter)
     return answer(lambda: {"job": co.release_here(co.owned(job, who)[0], False)})
 
 
 @shared_task(name=CANCEL, bind=True, track_started=False)
 def cancel(self: Any, *, job: int, submitter: str | None = None) -> dict[str, Any]:
     """The owner cancels the whole job; ``{"ok": {"job": id}}``."""
-    co, who = coallocator_for(self.app), self.submitter(submitter)
+    co, who = scheduler_side(self.app), self.submitter(submitter)
     return answer(lambda: {"job": co.cancel_here(co.owned(job, who)[0])})
 
 
 @shared_task(name=STATUS, bind=True, track_started=False)
 def status(self: Any, *, job: int, submitter: str | None = None) -> dict[str, Any]:
     """The job's snapshot for its owner or an operator; ``{"ok": {...}}``."""
-    co, who = coallocator_for(self.app), self.submitter(submitter)
+    co, who = scheduler_side(self.app), self.submitter(submitter)
     admin = self.signed_as(Role.OPERATOR)
     return answer(lambda: co.serve_status(who, job, admin=admin))
 
 
-@shared_task(name=RELEASE, bind=True, max_retries=None)
-def release(self: Any, results: Any = None, *, job: int) -> bool:
-    """Chord body: release the barrier (re-queued while subjobs added later are not in)."""
-    done = coallocator_for(self.app).release_step(job)
-    if done is None:
-        raise self.retry(countdown=0.05)
-    return bool(done)
+@shared_task(name=RELEASE, bind=True)
+def release(self: Any, results: Any = None, *, job: int) -> int:
+    """Chord body: every subjob is submitted.  Nothing to decide (nor write) here: the
+    barrier releases itself in the store (auto-release) and the scheduler's barrier
+    watch settles the job then; how many subjobs the headers submitted."""
+    return sum(1 for r in results or () if isinstance(r, dict) and r.get("gram_job"))
 
 
 @shared_task(name=FAILED, bind=True)
-def coalloc_failed(self: Any, task_id: str | None = None, *, job: int) -> bool:
-    """Chord error path: cancel every subjob of the job and release its resources."""
-    co = coallocator_for(self.app)
-    reason = co.failure_reason(job)
-    barrier = SqlBarrier.TIMED_OUT if "barrier timeout" in reason else SqlBarrier.FAILED
-    if reason == "cancelled by user":
-        barrier = SqlBarrier.CANCELLED
-    return co.terminate(job, reason, barrier)
+def coalloc_failed(self: Any, task_id: str | None = None, *, job: int) -> str:
+    """Chord error path: a header failed (it aborted the barrier with its reason, or the
+    job had ended); settle cancels every subjob and FAILs the job."""
+    return scheduler_side(self.app).settle(job).state.value
 
 
 @shared_task(name=SETTLE, bind=True, ignore_result=True)
-def settle(self: Any, *, job: int) -> str:
-    """A subjob's GRAM job ended: settle the coallocated job's fate by its start types
-    (a strict subjob failing after release kills the others; all ended -> DONE)."""
-    return coallocator_for(self.app).subjob_states(job).state.value
+def settle(self: Any, *, job: int, deadline: float | None = None) -> str:
+    """Settle the coallocated job's fate (:mod:`grid_tasks.duroc.settle`): sent when one
+    of its subjobs ended, and as the deadline task (``deadline``: the job's barrier
+    deadline; a task due before it, a hop, sends the next one while the job waits)."""
+    co = scheduler_side(self.app)
+    plan = co.settle_plan(job)
+    status = plan.status
+    if deadline is not None and status is not None and status.barrier == "waiting" \
+            and not status.terminal:
+        send_deadline(self.app, job, deadline,
+                      hop_s=DEADLINE_HOP * co.services.settings.visibility_timeout)
+    return status.state.value if status is not None else "?"

@@ -4,7 +4,7 @@ Every change of a coallocated job's SQL state (released, DONE, FAILED) is announ
 on its pub/sub channel once committed; a waiter also listens to the channels of its
 subjobs' GRAM jobs (their ends settle the job's fate).  Each event triggers one
 fresh look; with no event at all, a look every ``safety_s`` seconds still notices
-what no event announced (e.g. a barrier timeout nobody acted on).
+what no event announced (a lost announcement: they are fire and forget).
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ def wait_for_end(coallocator: Any, job_id: int, timeout: float | None,
     watched: set[int] = set()
     try:
         while True:
-            status = coallocator.subjob_states(job_id)  # also settles a due fate
+            status = coallocator.subjob_states(job_id)  # a pure read
             if status.terminal:
                 return status
             fresh = {s.gram_job for s in status.subjobs if s.gram_job is not None} - watched

@@ -142,7 +142,7 @@ def check_coalloc(session: Session, ident: str | int,
     """checkjob of a coallocated job: state, barrier, reason, times and every subjob
     (label, RM, GRAM job, start and comms types, state, barrier entries from ``entries``).
 
-    A pure read: unlike ``Grid.subjob_states`` it never settles the job's fate.
+    A pure read, as ``Grid.subjob_states`` is.
     """
     job_id = parse_job_ref(ident)
     row = session.get(CoallocatedJob, job_id)

@@ -7,6 +7,7 @@ writes a marker file: a marker proves user code ran past the barrier.
 
 from __future__ import annotations
 
+import re
 import sys
 import time
 from collections.abc import Iterator
@@ -90,3 +91,51 @@ def component(rm: str, label: str, count: int, prog: Path, out: Path, mode: str 
 
 def markers(out: Path) -> list[str]:
     return sorted(p.name for p in out.iterdir())
+
+
+class BrokerPublishes:
+    """Every message published to the broker (kombu's Redis transport: an LPUSH/RPUSH on
+    the broker's database) while in a ``with`` block, seen through MONITOR on a real
+    redis-server: ``count`` of them, ``queues`` they went to."""
+
+    def __init__(self, broker_url: str) -> None:
+        import redis
+
+        self._client = redis.Redis.from_url(broker_url)
+        self._db = int(self._client.connection_pool.connection_kwargs.get("db", 0))
+        self.queues: list[str] = []
+        self.tasks: list[str] = []  # the task name of each (when readable)
+        self._ready = __import__("threading").Event()
+        self._stop = False
+
+    def _listen(self) -> None:
+        with self._client.monitor() as monitor:
+            self._ready.set()
+            for command in monitor.listen():
+                if self._stop:
+                    return
+                words = command["command"].split(" ")
+                if command.get("db") == self._db and words[0].upper() in ("LPUSH", "RPUSH"):
+                    self.queues.append(words[1] if len(words) > 1 else "?")
+                    found = re.search(r'"task": "([^"]+)"', command["command"])
+                    self.tasks.append(found.group(1) if found else "?")
+
+    @property
+    def count(self) -> int:
+        return len(self.queues)
+
+    def __enter__(self) -> "BrokerPublishes":
+        import threading
+
+        self._thread = threading.Thread(target=self._listen, daemon=True)
+        self._thread.start()
+        assert self._ready.wait(5), "MONITOR did not start"
+        time.sleep(0.1)  # the MONITOR reply is in: every command from now on is seen
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        time.sleep(0.1)
+        self._stop = True
+        self._client.ping()  # one more command wakes the listener to stop
+        self._thread.join(5)
+        self._client.close()

@@ -62,37 +62,22 @@ def test_node_daemon_sigkill_before_barrier_fails_whole_job(duroc_grid, tmp_path
         duroc_grid.start_node("rmB", "node3")
 
 
-def _wait_header_delivered(grid: Any, job: Any, address: int, timeout: float = 90) -> str:
-    """The task id of the header task watching ``address``, once it ran at least once."""
-    deadline = time.monotonic() + timeout
-    while True:
-        found = Coallocator(grid.services).header_deliveries(job.id).get(address, {})
-        if found.get("runs") and found.get("task"):
-            return str(found["task"])
-        assert time.monotonic() < deadline, Coallocator(grid.services).header_deliveries(job.id)
-        time.sleep(0.1)
+def _held_header(settings: Any, job_id: int, address: int, timeout: float = 30) -> str:
+    """The task id of the header watching ``address``, once a worker holds its message
+    unacknowledged (kombu's unacked hash)."""
+    import json
 
-
-def _kill_holding(settings: Any, pid: int, task_id: str, timeout: float = 60) -> None:
-    """SIGKILL worker ``pid`` at a moment it holds ``task_id`` unacknowledged.
-
-    The header task re-queues itself every slice, so "mid-header" is made exact:
-    freeze the worker (SIGSTOP stops all its threads), look in kombu's unacked hash,
-    kill if the task's message is there, else let it run on and look again.
-    """
     import redis
 
     broker = redis.Redis.from_url(settings.broker_url)
+    needle = f"coalloc-{job_id}/{address}".encode()
     deadline = time.monotonic() + timeout
     try:
         while True:
-            os.kill(pid, signal.SIGSTOP)
-            held = any(task_id.encode() in raw for raw in broker.hvals("unacked"))
-            if held:
-                os.kill(pid, signal.SIGKILL)
-                return
-            os.kill(pid, signal.SIGCONT)
-            assert time.monotonic() < deadline, f"task {task_id} never held by worker {pid}"
+            for raw in broker.hvals("unacked"):
+                if needle in raw:
+                    return str(json.loads(raw)[0]["headers"]["id"])
+            assert time.monotonic() < deadline, f"header {needle!r} never held"
             time.sleep(0.05)
     finally:
         broker.close()
@@ -100,23 +85,39 @@ def _kill_holding(settings: Any, pid: int, task_id: str, timeout: float = 60) ->
 
 @pytest.mark.slow
 def test_gatekeeper_sigkill_mid_header_is_redelivered(duroc_grid, tmp_path):
-    """acks-late + reject-on-worker-lost: the very message of the killed header task comes
-    back redelivered and the watch resumes on a new gatekeeper; the job ends DONE."""
+    """acks-late + reject-on-worker-lost: the very message of a header held by a killed
+    gatekeeper comes back redelivered and runs on a new gatekeeper; the job ends DONE.
+
+    A header only submits its subjob now (nothing waits in it), so "mid-header" is made
+    exact: the test holds the database's write lock, the header blocks in its submission
+    (its message unacknowledged), and the gatekeeper is killed right then."""
+    import sqlite3
+
     out = tmp_path / "m"
     out.mkdir()
-    grid, prog = duroc_grid.grid, program(tmp_path)
-    rsl = "+" + component("rmA", "a", 1, prog, out) + component("rmB", "b", 1, prog, out,
-                                                                  "pre25")
-    job = grid.job_request(rsl, barrier_timeout=200)
-    _wait_gram_started(grid, job, "b", timeout=90)
-    task_id = _wait_header_delivered(grid, job, 1)
-    assert job.status().subjob("b").entered == 0  # still before the barrier: mid-header
+    grid, prog, settings = duroc_grid.grid, program(tmp_path), duroc_grid.settings
+    assert settings.database_url.startswith("sqlite:///")
+    rsl = "+" + component("rmA", "a", 1, prog, out) + component("rmB", "b", 1, prog, out)
+    victim = duroc_grid.gatekeepers["rmB"].pid
+    os.kill(victim, signal.SIGSTOP)  # b's header waits until the lock below is held
+    lock = sqlite3.connect(settings.database_url[len("sqlite:///"):], isolation_level=None,
+                           timeout=30)
+    try:
+        job = grid.job_request(rsl, barrier_timeout=200)
+        lock.execute("BEGIN IMMEDIATE")  # every writer waits (busy timeout 30 s)
+        os.kill(victim, signal.SIGCONT)
+        task_id = _held_header(settings, job.id, 1)
+        deadline = time.monotonic() + 10  # it ran as far as its submission's write
+        while not Coallocator(grid.services).header_deliveries(job.id).get(1):
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        os.kill(victim, signal.SIGKILL)
+    finally:
+        lock.rollback()
+        lock.close()
     assert Coallocator(grid.services).header_deliveries(job.id)[1]["redelivered"] == 0
-    _kill_holding(duroc_grid.settings, duroc_grid.gatekeepers["rmB"].pid, task_id)
     duroc_grid.gatekeepers.update(start_gatekeepers(duroc_grid, ("rmB",)))
-    # The barrier opens in the store without the header (auto-release), so the job may
-    # end first: the proof is the header's own message coming back, flagged redelivered
-    # (after the broker's visibility timeout, 30 s here).
+    # back after the broker's visibility timeout (30 s here), flagged redelivered
     deadline = time.monotonic() + 120
     while Coallocator(grid.services).header_deliveries(job.id)[1]["redelivered"] < 1:
         assert time.monotonic() < deadline, Coallocator(grid.services).header_deliveries(job.id)
