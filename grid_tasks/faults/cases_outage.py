@@ -119,7 +119,9 @@ class _DatabaseOutage(FaultCase):
                               f"untyped {type(exc).__module__}.{type(exc).__name__}: "
                               f"{str(exc).splitlines()[0][:160]}")
         try:
-            cancel = f"accepted: {fg.grid.cancel(cancel_id, timeout=15).state.value}"
+            answer = fg.grid.cancel(cancel_id, timeout=15)
+            # CancelAccepted (state None) while the database is away; a state if not
+            cancel = f"accepted: {answer.state.value if answer.state else answer.reason}"
         except Exception as exc:  # noqa: BLE001 - reported by the check
             cancel = f"refused: {type(exc).__name__}: {str(exc).splitlines()[0][:120]}"
         return submitted, cancel
