@@ -19,9 +19,11 @@ errbacks, which would ignore routing).
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from celery import shared_task
+from celery.signals import worker_ready
 
 from grid_tasks.duroc.control import DEADLINE_HOP, Coallocator
 from grid_tasks.duroc.door import (
@@ -29,8 +31,11 @@ from grid_tasks.duroc.door import (
 )
 from grid_tasks.effects import FAILED, RELEASE, SETTLE, WATCH, send_deadline
 from grid_tasks.gram.door import answer
+from grid_tasks.queues import SCHEDULER_QUEUE
 from grid_tasks.security.roles import Role
 from grid_tasks.services import per_process, services_for
+
+log = logging.getLogger(__name__)
 
 
 def coallocator_for(app: Any) -> Coallocator:
@@ -44,6 +49,22 @@ def scheduler_side(app: Any) -> Coallocator:
     co = coallocator_for(app)
     co.barrier_watch.start()
     return co
+
+
+def _watch_at_worker_start(sender: Any = None, **_: Any) -> None:
+    """A worker consuming the scheduler queue starts its barrier watch at once: a job
+    left waiting by a restart (or whose deadline task was lost with the broker) is
+    adopted without waiting for the next DUROC task to reach this worker."""
+    app = getattr(sender, "app", None)
+    if app is None or SCHEDULER_QUEUE not in app.amqp.queues.consume_from:
+        return
+    try:
+        scheduler_side(app)
+    except Exception:  # the first DUROC task starts it again
+        log.exception("barrier watch not started at worker start")
+
+
+worker_ready.connect(_watch_at_worker_start, weak=False, dispatch_uid="grid_tasks.duroc.watch")
 
 
 # track_started off: nobody reads a header's STARTED state; a subjob's progress is in

@@ -290,3 +290,19 @@ def test_the_deadline_task_is_due_at_the_barrier_deadline(co: Any, settings: Set
     assert due.keys() == {7, 8}
     assert abs(due[7][0] - 10) < 1 and abs(due[7][1] - 10) < 0.01
     assert abs(due[8][0] - 24) < 1 and abs(due[8][1] - 100) < 0.01
+
+
+def test_a_scheduler_worker_watches_barriers_from_its_start(co: Any,
+                                                            gatekeeper_worker: Any) -> None:
+    """A job whose coordination state was lost while no scheduler was up (its deadline
+    task lost with the broker) is adopted by a scheduler worker as it starts, before
+    any DUROC task reaches it."""
+    lost = _stored(co)
+    co.store.purge(store_id(lost))
+    _age(co, lost, 6)
+    worker = gatekeeper_worker("--scheduler")
+    deadline = time.monotonic() + 30
+    while _row(co, lost)[0] is not JobState.FAILED:
+        assert time.monotonic() < deadline, (_row(co, lost), worker.log_tail(20))
+        time.sleep(0.1)
+    assert _row(co, lost)[2] == LOST_REASON
