@@ -16,9 +16,10 @@ import click
 from rich.console import Console
 
 from grid_tasks.cli.nodes import resolve_settings
+from grid_tasks.errors import StorageUnavailable
 from grid_tasks.ops import build_queue, cancel_jobs, check_job, check_node, resolve_job
 from grid_tasks.ops.common import Section, finished_ids, section_of
-from grid_tasks.ops.jobs import check_coalloc, is_coalloc_ref
+from grid_tasks.ops.jobs import ACCEPTED, cancel_unchecked, check_coalloc, is_coalloc_ref
 from grid_tasks.ops.nodes import find_node
 from grid_tasks.ops.plan import load_plan
 from grid_tasks.ops.queue import barrier_entries
@@ -111,15 +112,23 @@ def checkjob(job: str, no_plan: bool, coalloc: bool, as_json: bool) -> None:
 def canceljob(jobs: tuple[str, ...], as_json: bool) -> None:
     """Cancel jobs (ids or contacts): an idle job fails at once, a running one is killed
     on its nodes.  Every job is checked first: an unknown or finished job refuses the
-    whole command and nothing is cancelled.
+    whole command and nothing is cancelled.  While the grid's database is away each
+    job's gatekeeper accepts the cancel and applies it when the database is back.
     """
     with ops_shell() as shell:
-        with shell.session() as session:
-            done = cancel_jobs(session, shell.grid(), jobs)
+        try:
+            with shell.session() as session:
+                done = cancel_jobs(session, shell.grid(), jobs)
+        except StorageUnavailable:  # the gatekeeper takes it and applies it later
+            done = cancel_unchecked(shell.grid(), jobs)
     if as_json:
         click.echo(json.dumps(done, indent=2))
         return
     for item in done:
+        if item["state"] == ACCEPTED:
+            click.echo(f"job {item['job_id']}: cancel accepted (the database is away; "
+                       "recorded when it is back)")
+            continue
         click.echo(f"job {item['job_id']} cancelled (was {item['previous_state']}, "
                    f"now {item['state']})")
 

@@ -350,6 +350,11 @@ def _rollback_quietly(session: Session) -> None:
         pass
 
 
+#: SQLite raises OperationalError for statements its schema cannot run, too: a database
+#: that was never migrated is misconfigured, not away, and retrying will not help.
+_SCHEMA_FAULT = re.compile(r"no such (table|column|function)|has no column named|syntax error")
+
+
 def unavailable(err: BaseException, bind: Any = None) -> StorageUnavailable | None:
     """``err`` as :class:`StorageUnavailable` when it says the database is away rather
     than that the request was wrong: an ``OperationalError`` (connection refused or
@@ -361,6 +366,8 @@ def unavailable(err: BaseException, bind: Any = None) -> StorageUnavailable | No
     if not isinstance(err, exc.OperationalError) and not (
             isinstance(err, exc.DBAPIError) and err.connection_invalidated):
         return None
+    if _SCHEMA_FAULT.search(str(getattr(err, "orig", None) or err)):
+        return None  # SQLite's OperationalError for a wrong or missing schema: not away
     url = getattr(bind, "url", None)
     database = mask_url(url) if url is not None else "(unknown URL)"
     cause = " ".join(str(getattr(err, "orig", None) or err).split())

@@ -17,6 +17,7 @@ from grid_tasks.db.models import CoallocatedJob
 from grid_tasks.duroc.records import coalloc_status, parse_job_ref
 from grid_tasks.errors import NotFoundError
 from grid_tasks.gram.errors import JobFinishedError
+from grid_tasks.gram.status import parse_contact
 from grid_tasks.states import JobState
 
 from .common import Section, finished_ids, resolve_job, section_of, state_word
@@ -196,3 +197,24 @@ def cancel_jobs(session: Session, grid: Canceller, idents: Iterable[str]) -> lis
         out.append({"job_id": job.id, "previous_state": JobState(job.state).value,
                     "state": getattr(state, "value", state)})
     return out
+
+
+#: canceljob's ``state`` of a cancel the gatekeeper took while the database was away.
+ACCEPTED = "cancel accepted"
+
+
+def cancel_unchecked(grid: Canceller, idents: Iterable[str]) -> list[dict[str, Any]]:
+    """canceljob while the grid's database is away: nothing can be checked here, so each
+    job is asked of its gatekeeper (the RM of a contact, else the scheduler's door),
+    which checks what it can and accepts the cancel to apply it once SQL is back;
+    ``state`` is the job's state if the gatekeeper knew it, else ``cancel accepted``."""
+    out = []
+    for ident in idents:
+        text = str(ident).strip()
+        job_id, rm = (int(text), None) if text.isdigit() else parse_contact(text)
+        status = grid.cancel(job_id, rm=rm)
+        state = getattr(status, "state", None)
+        out.append({"job_id": job_id, "previous_state": "unknown (database away)",
+                    "state": state.value if state is not None else ACCEPTED})
+    return out
+

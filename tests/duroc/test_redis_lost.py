@@ -24,6 +24,7 @@ from grid_tasks.duroc.settle import LOST_REASON
 from grid_tasks.embedded.redis_server import RedisServer
 from grid_tasks.states import JobState
 from tests.duroc.live import component, markers, program, start_gatekeepers
+from tests.waiting import until
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -60,15 +61,6 @@ def _gram(grid: Any, gram_id: int) -> tuple[JobState, Any]:
         return JobState(row.state), row.start_time
 
 
-def _until(check: Any, timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        found = check()
-        if found:
-            return found
-        assert time.monotonic() < deadline, f"{what}: not after {timeout} s"
-        time.sleep(0.1)
-
 
 def _restart_empty(server: RedisServer) -> None:
     """SIGKILL the redis-server (no save: it had none) and start it again, empty."""
@@ -86,18 +78,18 @@ def test_redis_lost_before_the_release_fails_the_job_and_starts_nothing(lost_gri
     grid, prog = lost_grid.grid, program(tmp_path)
     # rmB's one running node (node3, 2 processors) is full: b waits in rmB's queue
     blocker = grid.submit('&(count=2)(executable="/bin/sleep")(arguments="25")', "rmB")
-    _until(lambda: grid.status(blocker.id).state is JobState.ACTIVE, 60, "blocker running")
+    until(lambda: grid.status(blocker.id).state is JobState.ACTIVE, 60, "blocker running")
     timeout = 40.0
     rsl = "+" + component("rmA", "a", 1, prog, out) + component("rmB", "b", 1, prog, out)
     t0 = time.monotonic()
     job = grid.job_request(rsl, barrier_timeout=timeout)
-    _until(lambda: (job.status().subjob("a").entered or 0) >= 1, 60, "a in the barrier")
-    gram_b = _until(lambda: _rows(grid, job.id)[3]["b"][1], 30, "b submitted")
+    until(lambda: (job.status().subjob("a").entered or 0) >= 1, 60, "a in the barrier")
+    gram_b = until(lambda: _rows(grid, job.id)[3]["b"][1], 30, "b submitted")
     assert _gram(grid, gram_b) == (JobState.PENDING, None)  # queued behind the blocker
 
     _restart_empty(lost_grid.redis_server)
     lost_at = time.monotonic()
-    state, barrier, reason, subs = _until(
+    state, barrier, reason, subs = until(
         lambda: (lambda r: r if r[0].terminal else None)(_rows(grid, job.id)),
         timeout + 10, "the job failed by itself")
     settled = time.monotonic()
@@ -108,8 +100,8 @@ def test_redis_lost_before_the_release_fails_the_job_and_starts_nothing(lost_gri
     assert "coordination state lost" in reason and "barrier timeout" not in reason
     assert _gram(grid, gram_b) == (JobState.FAILED, None)  # cancelled, never started
     # the blocker ends: rmB is free again, and b must still never start
-    _until(lambda: grid.status(blocker.id).state.terminal, 60, "blocker ended")
-    _until(lambda: all(s.terminal for s, _ in _rows(grid, job.id)[3].values()), 30,
+    until(lambda: grid.status(blocker.id).state.terminal, 60, "blocker ended")
+    until(lambda: all(s.terminal for s, _ in _rows(grid, job.id)[3].values()), 30,
            "every subjob row ended")
     time.sleep(3)  # (a few iterations of rmB)
     assert _gram(grid, gram_b) == (JobState.FAILED, None)

@@ -20,18 +20,10 @@ from grid_tasks.effects import ITERATE
 from grid_tasks.scheduling.tasks import PING
 from grid_tasks.states import JobState
 from tests.duroc.live import BrokerPublishes, component, markers, program
+from tests.waiting import until
 
 pytestmark = pytest.mark.timeout(240)
 
-
-def _until(check: Any, timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        found = check()
-        if found:
-            return found
-        assert time.monotonic() < deadline, f"{what}: not after {timeout} s"
-        time.sleep(0.1)
 
 
 def _sql(grid: Any, job_id: int) -> tuple[Any, ...]:
@@ -60,7 +52,7 @@ def test_a_waiting_subjob_costs_no_broker_message(duroc_grid, tmp_path):
         rsl = "+" + component("rmA", "a", 1, prog, out) + \
             component("rmB", "b", 1, prog, out, "pre12")  # b reaches the barrier late
         job = grid.job_request(rsl, barrier_timeout=120)
-        _until(lambda: _started(grid, job.id), 60, "both subjobs running")
+        until(lambda: _started(grid, job.id), 60, "both subjobs running")
         window = 3.0
         with BrokerPublishes(settings.broker_url) as publishes:
             time.sleep(window)
@@ -109,12 +101,12 @@ def test_a_barrier_times_out_with_nobody_looking(duroc_grid, tmp_path):
     timeout = 8.0
     t0 = time.monotonic()
     job = grid.job_request(rsl, barrier_timeout=timeout)
-    state = _until(lambda: (lambda r: r if r[0].terminal else None)(_sql(grid, job.id)),
+    state = until(lambda: (lambda r: r if r[0].terminal else None)(_sql(grid, job.id)),
                    timeout + 10, "the job failed")
     elapsed = time.monotonic() - t0
     assert elapsed <= timeout + 5, elapsed
     assert state[:2] == (JobState.FAILED, SqlBarrier.TIMED_OUT), state
     assert state[2] == "barrier timeout: subjob 'b' not in the barrier after 8 s", state
-    _until(lambda: all(s.terminal for _, s, _, _ in _sql(grid, job.id)[3]), 30,
+    until(lambda: all(s.terminal for _, s, _, _ in _sql(grid, job.id)[3]), 30,
            "every subjob ended (cancelled), in its row")
     assert markers(out) == []

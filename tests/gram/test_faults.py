@@ -9,6 +9,7 @@ import time
 import pytest
 
 from grid_tasks.states import JobState
+from tests.waiting import until
 
 
 def _processes_with(marker: str) -> list[int]:
@@ -28,15 +29,6 @@ def _processes_with(marker: str) -> list[int]:
     return found
 
 
-def _until(predicate, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
-
 
 def _kill_node(module_grid, node: str) -> None:
     child = module_grid.children[node]
@@ -47,11 +39,11 @@ def _kill_node(module_grid, node: str) -> None:
 def test_worker_sigkill_leaves_no_orphan_and_fails_the_job(module_grid):
     grid = module_grid.grid
     job = grid.submit("&(executable=/bin/sleep)(arguments=297.25)", rm="rmB")
-    _until(lambda: job.status().state is JobState.ACTIVE, 20, "ACTIVE")
+    until(lambda: job.status().state is JobState.ACTIVE, 20, "ACTIVE")
     assert _processes_with("sleep 297.25")
     killed_at = time.monotonic()
     _kill_node(module_grid, "node3")
-    _until(lambda: not _processes_with("sleep 297.25"), 5, "the job's process to die")
+    until(lambda: not _processes_with("sleep 297.25"), 5, "the job's process to die")
     status = job.wait(timeout=60)
     assert time.monotonic() - killed_at < 60
     assert status.state is JobState.FAILED and status.gram_error == "JM_STOPPED"
@@ -72,12 +64,12 @@ def requeue_grid(redis_server, tmp_path_factory):
 def test_requeue_policy_runs_the_job_again(requeue_grid):
     grid = requeue_grid.grid
     job = grid.submit("&(executable=/bin/sleep)(arguments=297.5)", rm="rmB")
-    _until(lambda: job.status().state is JobState.ACTIVE, 20, "ACTIVE")
+    until(lambda: job.status().state is JobState.ACTIVE, 20, "ACTIVE")
     _kill_node(requeue_grid, "node3")
-    _until(lambda: job.status().state is JobState.PENDING, 60, "requeue")
+    until(lambda: job.status().state is JobState.PENDING, 60, "requeue")
     assert any("requeued" in (h.reason or "") for h in job.history())
     requeue_grid.start_node("rmB", "node3")
-    _until(lambda: job.status().state is JobState.ACTIVE, 30, "ACTIVE again")
+    until(lambda: job.status().state is JobState.ACTIVE, 30, "ACTIVE again")
     job.cancel()
     assert job.wait(timeout=20).gram_error == "USER_CANCELLED"
     assert not _processes_with("sleep 297.5")

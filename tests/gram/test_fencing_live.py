@@ -26,6 +26,7 @@ from grid_tasks.node.registry import NodeRegistry
 from grid_tasks.scheduling.recovery import redelivery_bound
 from grid_tasks.states import JobState, MauiJobState
 from tests.gram.conftest import LAUNCH_TIMEOUT
+from tests.waiting import until
 
 # Each rank: a mark "<rank>.<pid>", then (sleep) - with FREEZE set, the first rank to
 # get there freezes its own node daemon (its parent) right after the spawn.
@@ -85,15 +86,6 @@ class Copies(threading.Thread):
         self.join()
 
 
-def _until(predicate, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        assert time.monotonic() < deadline, f"timed out after {timeout} s waiting for {what}"
-        time.sleep(0.05)
-
 
 def _state(grid, job_id: int):
     return gram_status(grid.grid.sessions, job_id)
@@ -126,24 +118,24 @@ def test_a_part_declared_lost_is_killed_everywhere_and_its_nodes_wait(module_gri
     daemon is still frozen), and the next job is placed only after the fence deadline."""
     bound = renew_bound(module_grid.settings)
     job, token, marks = _job(module_grid, tmp_path, _rsl(8, 60), "rmA")
-    _until(lambda: len(list(marks.glob("[0-9]*"))) == 8, 30, "8 ranks running")
+    until(lambda: len(list(marks.glob("[0-9]*"))) == 8, 30, "8 ranks running")
     assert _state(module_grid, job.id).nodes == {"node1": 4, "node2": 4}
     ranks = set(_marked(token))
     frozen_at = time.monotonic()
     os.kill(module_grid.children["node1"].pid, signal.SIGSTOP)
     nxt = None
     try:
-        status = _until(lambda: (s := _state(module_grid, job.id)).state.terminal and s,
+        status = until(lambda: (s := _state(module_grid, job.id)).state.terminal and s,
                         30, "the job to fail")
         assert status.state is JobState.FAILED and "node1 lost" in status.reason
         ((held, deadline),) = _fences(module_grid, job.id)
         assert held == {"node1": 4, "node2": 4}
         # the next job wants node2's processors: not before the fence deadline
         nxt, *_ = _job(module_grid, tmp_path, _rsl(4, 0.5), "rmA")
-        _until(lambda: not any(p in ranks for p in _marked(token)), bound + 5,
+        until(lambda: not any(p in ranks for p in _marked(token)), bound + 5,
                "every rank of the lost job to die")
         assert time.monotonic() - frozen_at < 12  # node1's by its watchdog, frozen
-        ended = _until(lambda: (s := _state(module_grid, nxt.id)).state.terminal and s, 60,
+        ended = until(lambda: (s := _state(module_grid, nxt.id)).state.terminal and s, 60,
                        "the next job to run")
         assert ended.state is JobState.DONE and ended.start_time >= deadline
     finally:
@@ -161,18 +153,18 @@ def test_a_launch_frozen_right_after_its_spawn_never_runs_twice(module_grid, tmp
     frozen = None
     try:
         with Copies(token) as copies:
-            frozen_pid = int(_until(lambda: (marks / "froze" / "pid").exists()
+            frozen_pid = int(until(lambda: (marks / "froze" / "pid").exists()
                                     and (marks / "froze" / "pid").read_text().strip(),
                                     30, "the daemon to freeze"))
             frozen = next(n for n, c in module_grid.children.items() if c.pid == frozen_pid)
             first = _marked(token)
             assert first and all(parent == frozen_pid for parent in first.values())
-            _until(lambda: _fences(module_grid, job.id), 30, "the launch to be fenced")
+            until(lambda: _fences(module_grid, job.id), 30, "the launch to be fenced")
             ((held, deadline),) = _fences(module_grid, job.id)
             assert held == {frozen: 4}
             assert _state(module_grid, job.id).maui_state is MauiJobState.HOLD
             # the frozen copy dies by its watchdog, the daemon still frozen
-            _until(lambda: not set(first) & set(_marked(token)), 20, "the frozen copy to die")
+            until(lambda: not set(first) & set(_marked(token)), 20, "the frozen copy to die")
             status = job.wait(timeout=60)
         assert status.state is JobState.DONE, status.reason
         assert status.start_time >= deadline and frozen not in status.nodes
@@ -196,14 +188,14 @@ def test_a_killed_daemons_in_flight_job_starts_again_within_the_bound(module_gri
     os.killpg(daemon.pid, signal.SIGSTOP)
     try:
         job, token, marks = _job(module_grid, tmp_path, _rsl(2, 1), "rmB")
-        _until(lambda: _state(module_grid, job.id).maui_state is MauiJobState.STARTING, 10,
+        until(lambda: _state(module_grid, job.id).maui_state is MauiJobState.STARTING, 10,
                "the launch to be sent")
     finally:
         killed = time.monotonic()
         os.killpg(daemon.pid, signal.SIGKILL)
         daemon.process.wait(10)
     module_grid.start_node("rmB", "node3")
-    _until(lambda: list(marks.glob("[0-9]*")), bound + 15, "the job to start again")
+    until(lambda: list(marks.glob("[0-9]*")), bound + 15, "the job to start again")
     took = time.monotonic() - killed
     status = job.wait(timeout=30)
     assert status.state is JobState.DONE

@@ -15,22 +15,17 @@ from grid_tasks.gram.report import report_finished
 from grid_tasks.states import JobState
 from tests.gram import test_jobmanager as jm
 from tests.gram.test_jobmanager import _history, _live_members, _manager
+from tests.waiting import until
 
 side = jm.side  # the node context and gatekeeper fixture of the job manager tests
 
 SLEEP = "&(executable=/bin/sleep)(arguments=60)"
 
 
-def _until(predicate, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.02)
-
 
 def _running(manager, redis) -> None:
     manager.start()
-    _until(lambda: manager.procs and redis.exists(keys.lease_key(manager.req.job_id, "node1")),
+    until(lambda: manager.procs and redis.exists(keys.lease_key(manager.req.job_id, "node1")),
            10, "the lease")
 
 
@@ -54,7 +49,7 @@ def test_an_empty_restarted_redis_is_ridden_out_and_the_epoch_reasserted(side) -
     try:
         # a restarted, empty Redis: no token, no lease (the job was never fenced)
         redis.delete(keys.token_key(job_id), keys.lease_key(job_id, "node1"))
-        _until(lambda: redis.exists(keys.lease_key(job_id, "node1")), 5, "the lease again")
+        until(lambda: redis.exists(keys.lease_key(job_id, "node1")), 5, "the lease again")
         assert redis.get(keys.token_key(job_id)) == b"tok"  # its own epoch, re-asserted
         assert manager.is_alive() and manager.procs[0][1].poll() is None
     finally:
@@ -86,7 +81,7 @@ def test_a_lease_not_renewed_for_the_bound_kills_the_processes(side) -> None:
     _running(manager, side.ctx.redis)
     cut.cut = True  # Redis unreachable for longer than the bound
     began = time.monotonic()
-    _until(lambda: manager.procs[0][1].poll() is not None, bound + 3, "the kill")
+    until(lambda: manager.procs[0][1].poll() is not None, bound + 3, "the kill")
     took = time.monotonic() - began
     assert bound * 0.5 < took < bound + 3
     cut.cut = False  # the end is reported once Redis is back

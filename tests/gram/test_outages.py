@@ -259,13 +259,20 @@ def test_state_converges_within_seconds_of_a_postgres_outage_longer_than_the_ret
 
 
 def _during_the_outage(fg: Any, doomed: Any, url: str) -> None:
-    """A submission is refused with the typed error, nothing half stored; a cancel is
-    accepted; the CLI says so in one line."""
+    """A submission is refused with the typed error, nothing half stored; a cancel (API
+    and canceljob) is accepted; the CLI says so in one line."""
     with pytest.raises(StorageUnavailable) as refused:
         fg.grid.submit("&(executable=/bin/true)", rm="rmA", idempotency_key="in-outage")
     assert refused.value.database == mask_url(url) and refused.value.cause
     answer = doomed.cancel()
     assert isinstance(answer, CancelAccepted) and answer.id == doomed.id
+    # the operator's canceljob cannot check the job in SQL: its gatekeeper accepts it
+    operator = subprocess.run(grid_tasks_command("canceljob", doomed.contact),
+                              env=fg.env(Role.OPERATOR), capture_output=True, text=True,
+                              timeout=60)
+    assert operator.returncode == 0, operator.stdout + operator.stderr
+    assert operator.stdout.strip() == (f"job {doomed.id}: cancel accepted (the database is "
+                                       "away; recorded when it is back)")
     cli = subprocess.run(grid_tasks_command("submit", "-r", "rmA", "-b", "&(executable=/bin/true)"),
                          env=fg.env(Role.USER), capture_output=True, text=True, timeout=60)
     assert cli.returncode == 1 and "Traceback" not in cli.stderr, cli.stderr

@@ -8,9 +8,9 @@ fallback to the default SQLite file would show as a file created there.
 
 from __future__ import annotations
 
-import time
 
 from grid_tasks.states import JobState
+from tests.waiting import until
 
 
 def _sessions(settings):
@@ -18,15 +18,6 @@ def _sessions(settings):
 
     return db.session_factory(db.get_engine(settings.database_url))
 
-
-def _until(check, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while True:
-        found = check()
-        if found:
-            return found
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.1)
 
 
 def test_a_node_without_a_database_registers_and_runs_a_job_to_done(
@@ -49,7 +40,7 @@ def test_a_node_without_a_database_registers_and_runs_a_job_to_done(
         with db.session_scope(sessions) as session:
             return db.get_node(session, "rmA", "node1").registered_at is not None
 
-    _until(registered, 30, "the gatekeeper to record node1's registration")
+    until(registered, 30, "the gatekeeper to record node1's registration")
     with Grid(settings) as grid:
         job = grid.submit("&(executable=/bin/sh)(arguments=-c 'sleep 0.5')(count=1)",
                           rm="rmA").id
@@ -61,7 +52,7 @@ def test_a_node_without_a_database_registers_and_runs_a_job_to_done(
                                                [h.to_state for h in row.history],
                                                dict(row.nodes_allocated or {}))
 
-        state, code, history, nodes = _until(ended, 60, f"job {job} to end")
+        state, code, history, nodes = until(ended, 60, f"job {job} to end")
     assert (state, code) == (JobState.DONE, 0)
     assert history == [JobState.PENDING, JobState.ACTIVE, JobState.DONE]
     assert nodes == {"node1": 1}

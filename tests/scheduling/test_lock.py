@@ -18,6 +18,7 @@ from grid_tasks.effects import lock_key
 from grid_tasks.scheduling import lock as lockmod
 from grid_tasks.scheduling.lock import LockKeeper, watch_key
 from grid_tasks.services import services_for
+from tests.waiting import until
 
 
 @pytest.fixture
@@ -26,14 +27,6 @@ def client(settings):
     yield c
     c.close()
 
-
-def _until(predicate, timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.05)
-    return False
 
 
 def test_the_keeper_renews_a_held_lock_past_its_ttl_and_stops_on_drop(client):
@@ -44,7 +37,7 @@ def test_the_keeper_renews_a_held_lock_past_its_ttl_and_stops_on_drop(client):
     time.sleep(1.5)  # more than two TTLs
     assert client.get(key) == token.encode()
     keeper.drop(key)
-    assert _until(lambda: not client.exists(key), 1.5)
+    until(lambda: not client.exists(key), 1.5, "the dropped lock to lapse")
 
 
 def test_the_keeper_renews_only_its_own_token(client):
@@ -53,7 +46,7 @@ def test_the_keeper_renews_only_its_own_token(client):
     keeper = LockKeeper(client, ttl_ms=400)
     keeper.hold(key, "mine")  # e.g. our lock lapsed and another process took it
     assert keeper.renew_now() == []
-    assert _until(lambda: not client.exists(key), 1.0)
+    until(lambda: not client.exists(key), 1.0, "the foreign lock to lapse")
 
 
 def test_a_hung_holder_keeps_the_lock_at_most_max_hold(client):
@@ -61,7 +54,7 @@ def test_a_hung_holder_keeps_the_lock_at_most_max_hold(client):
     client.set(key, "mine", px=300)
     keeper = LockKeeper(client, ttl_ms=300, max_hold_s=0.5)
     keeper.hold(key, "mine")
-    assert _until(lambda: not client.exists(key), 2.0)
+    until(lambda: not client.exists(key), 2.0, "the hung holder's lock to lapse")
 
 
 HOLDER = textwrap.dedent("""
