@@ -1,8 +1,9 @@
 """The scheduler's barrier watch: one thread per scheduler process blocks on the event
 streams of every coallocated job still waiting for its barrier, and settles a job
 (:meth:`~grid_tasks.duroc.settle.Settling.settle`) when its store released or
-aborted the barrier or a subjob's processes all entered it, when the job's coordination keys vanished (Redis restarted empty,
-or flushed) and when its barrier deadline passed.
+aborted the barrier or a subjob's processes all entered it, when the job's
+coordination keys vanished (Redis restarted empty, or flushed) and when its barrier
+deadline passed.
 
 This replaces header tasks that re-queued themselves through the broker every slice
 to look: a waiting subjob costs no broker message and no SQL read at all; the watch
