@@ -40,13 +40,17 @@ released, by process kind (see ``cpu_window``): whether that window is CPU-bound
 from __future__ import annotations
 
 import argparse
+import re
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
+
+import redis
 
 # The job program prints the time it began running (before any import), so the
 # profile can split job manager spawn from the program's own start-up.
@@ -97,10 +101,6 @@ class Publishes:
     broker's database) while open, by task name, seen through MONITOR."""
 
     def __init__(self, broker_url: str) -> None:
-        import threading
-
-        import redis
-
         self.client = redis.Redis.from_url(broker_url)
         self.db = int(self.client.connection_pool.connection_kwargs.get("db", 0))
         self.tasks: list[str] = []
@@ -108,8 +108,6 @@ class Publishes:
         self.thread = threading.Thread(target=self._listen, daemon=True)
 
     def _listen(self) -> None:
-        import re
-
         with self.client.monitor() as monitor:
             self.ready.set()
             for command in monitor.listen():
