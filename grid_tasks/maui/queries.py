@@ -73,6 +73,16 @@ class QueriesMixin:
             times.extend(t for t in (hold.res.start, hold.res.end) if now < t < inf)
         return min(times) if times else None
 
+    def may_start_later(self: "Scheduler") -> bool:
+        """Whether an idle job could still start once nothing runs any more: False when
+        every idle job is held, waits on a dependency, can never fit the nodes or breaks
+        a hard throttle on its own.  A replay whose only events left are reservation
+        wake-ups is over when this is False (standing reservations wake it forever)."""
+        if self.pool is not None:
+            return bool(self.pool.queue)
+        return any(self._feasible(j) and self.engine.can_ever_fit(j) and self.throttle.ever_allows(j)
+                   for j in self.idle.values())
+
     def diagnose_priority(self: "Scheduler", now: float) -> list[PriorityBreakdown]:
         """Every idle job's priority and its weighted components, highest first."""
         rows = [breakdown(j, now, self.config, self.fairshare) for j in self.idle_jobs()]

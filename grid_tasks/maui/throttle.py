@@ -68,6 +68,20 @@ class Throttle:
                     return False
         return True
 
+    def ever_allows(self, job: Job, nodes: int = 1) -> bool:
+        """Would ``job`` pass its hard limits with nothing of its credentials running?
+        (False: it can never start, whatever ends.)"""
+        if not self.active:
+            return True
+        extra = (1, job.procs, job.procs * job.walltime, nodes)
+        for key in self._keys(job):
+            limits = self._limits(*key)
+            for i, name in enumerate(("MAXJOB", "MAXPROC", "MAXPS", "MAXNODE")):
+                lim = throttle_limit(limits, name) if limits else None
+                if lim is not None and extra[i] > lim[HARD]:
+                    return False
+        return True
+
     def started(self, job: Job, nodes: int, now: float) -> None:
         self._apply(job, nodes, job.walltime, +1)
 

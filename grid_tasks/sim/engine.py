@@ -10,6 +10,9 @@ Event semantics (the reference simulator's, so results compare one to one):
   then **terminations**, then **wake-ups** (reservation boundaries announced by
   ``next_wakeup``); events of one kind at one instant keep their creation order
   (trace order for submissions);
+* the replay is over when only wake-ups are left and no waiting job could ever
+  start (the core's ``may_start_later``): a standing reservation announces its
+  next occurrence at every boundary, so its wake-ups never run out by themselves;
 * the core is called after **each** event, never once per instant: a
   termination handled alone may let a backfill job start that a batch of
   terminations would have given to the queue head, and pyss decides per event;
@@ -92,6 +95,8 @@ class Engine:
         self._on_start: list[StartCallback] = []
         self._on_end: list[EndCallback] = []
         self._on_iterate: list[Callable[[Cluster, float, Any], None]] = []
+        self._open: list[Callable[[], bool]] = []
+        self._live = 0  # submissions and terminations in the heap (wake-ups not counted)
 
     # ---- set-up -----------------------------------------------------------
     def add_cluster(self, name: str, procs: int, scheduler: SchedulerLike,
@@ -119,6 +124,11 @@ class Engine:
     def on_iterate(self, callback: Callable[[Cluster, float, Any], None]) -> None:
         """Call ``callback(cluster, now, result)`` after every core iteration."""
         self._on_iterate.append(callback)
+
+    def hold_open(self, predicate: Callable[[], bool]) -> None:
+        """Keep handling wake-ups while ``predicate()`` is true even when no cluster has a
+        job that could still start (a metascheduler holding jobs back, say)."""
+        self._open.append(predicate)
 
     def inject(self, cluster: str, job: SimJob, at: float | None = None) -> None:
         """Submit ``job`` to ``cluster`` at time ``at`` (default: now)."""
@@ -156,6 +166,8 @@ class Engine:
     # ---- the loop -----------------------------------------------------------
     def _push(self, time: float, kind: int, cluster: int, job: SimJob | None) -> None:
         self._seq += 1
+        if kind != WAKE:
+            self._live += 1
         heapq.heappush(self._heap, (time, kind, self._seq, cluster, job))
 
     def _pull(self, cluster: Cluster) -> None:
@@ -193,7 +205,14 @@ class Engine:
             if until is not None and heap[0][0] > until:
                 self.now = max(self.now, until)
                 return
+            if until is None and not self._live and heap[0][1] == WAKE and self._quiet():
+                heap.clear()  # the wake-ups left could not change anything
+                for cluster in order:
+                    cluster.wakeups.clear()
+                return
             time, kind, _, index, job = pop(heap)
+            if kind != WAKE:
+                self._live -= 1
             self.now = time
             self.events += 1
             cluster = order[index]
@@ -206,6 +225,15 @@ class Engine:
                 self._iterate(cluster, time)
             if progress is not None and self.events % every == 0:
                 progress(self)
+
+    def _quiet(self) -> bool:
+        """Only wake-ups are left: is there still anything they could make happen?"""
+        if any(open_() for open_ in self._open):
+            return False
+        for cluster in self._order:
+            if cluster.waiting and getattr(cluster.scheduler, "may_start_later", lambda: True)():
+                return False
+        return True
 
     def _submit(self, cluster: Cluster, job: SimJob, now: float) -> None:
         if job.id in cluster.waiting or job.id in cluster.running:

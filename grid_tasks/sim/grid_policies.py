@@ -138,6 +138,7 @@ class LeastLoadedPolicy(MetaPolicy):
     def setup(self, sim: GridSim) -> None:
         super().setup(sim)
         sim.engine.on_iterate(lambda cluster, now, _result: self._iterated(sim, cluster.name, now))
+        sim.engine.hold_open(lambda: bool(self.pending))
 
     @staticmethod
     def load(sim: GridSim, name: str) -> float:

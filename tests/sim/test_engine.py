@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from grid_tasks.maui import Reservation
+from grid_tasks.maui import Reservation, SchedulerConfig
+from grid_tasks.maui.standing import StandingReservation
 from grid_tasks.sim.conventions import SimJob
 from grid_tasks.sim.core import load_config, new_scheduler, to_core_job
 from grid_tasks.sim.engine import Cluster, Engine, SimulationError
@@ -145,3 +146,49 @@ def test_cancel_a_waiting_job_frees_its_place() -> None:
     done = by_id(engine)
     assert "head" not in done and withdrawn.start == -1
     assert done["next"].start == 10 and done["run"].end == 100
+
+
+def _standing_engine(jobs: list[SimJob], **config: object) -> Engine:
+    """A 4-processor cluster with a daily 4-task standing reservation 02:00-03:00."""
+    sr = StandingReservation(name="maint", tasks=4, start=2 * 3600, end=3 * 3600, period="DAY")
+    sched = new_scheduler(4, SchedulerConfig(standing_reservations={"maint": sr}, **config))
+    engine = Engine()
+    engine.add_cluster("c", 4, sched, to_core_job, jobs)
+    return engine
+
+
+def test_a_standing_reservation_does_not_keep_a_finished_replay_alive() -> None:
+    """Every boundary of a standing reservation announces the next occurrence's: once
+    the jobs are done, the replay stops instead of waking up every day forever."""
+    engine = _standing_engine([job("a", 0, 4, 3600), job("b", 10, 2, 600, estimate=7200)])
+    engine.run()
+    done = by_id(engine)
+    assert done["a"].start == 0
+    assert done["b"].start == 3 * 3600  # its estimate would overlap 02:00-03:00
+    assert engine.pending == 0 and engine.events < 20 and engine.now < 2 * 86400
+
+
+def test_wakeups_go_on_while_a_waiting_job_can_still_start() -> None:
+    """A job held back only by the maintenance window still starts at its end."""
+    engine = _standing_engine([job("a", 2 * 3600 + 5, 1, 100)])
+    engine.run()
+    assert by_id(engine)["a"].start == 3 * 3600
+
+
+def test_a_job_no_throttle_ever_admits_ends_the_replay_unfinished() -> None:
+    """MAXPROC 2 (hard): a 3-processor job never starts; the replay says so and ends."""
+    jobs = [SimJob("big", 0, 60, 60, 3, user=7), SimJob("small", 1, 60, 60, 2, user=7)]
+    engine = _standing_engine(jobs,
+                              throttles={"USER": {"DEFAULT": {"MAXPROC": (2, 2)}}})
+    engine.run()
+    assert by_id(engine)["small"].start == 1
+    assert [j.id for j in engine.unfinished()] == ["big"] and engine.pending == 0
+
+
+def test_hold_open_keeps_waking_for_a_caller_with_work_left() -> None:
+    engine = _standing_engine([job("a", 0, 1, 60)])
+    calls: list[float] = []
+    engine.hold_open(lambda: len(calls) < 3)
+    engine.on_iterate(lambda c, now, r: calls.append(now))
+    engine.run()
+    assert len(calls) >= 3 and engine.pending == 0
