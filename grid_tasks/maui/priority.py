@@ -198,13 +198,63 @@ def weighted_terms(config: SchedulerConfig) -> Terms:
                  for comp, subs in _SUBCOMPONENTS.items() if w[_COMPONENT_WEIGHT[comp]])
 
 
+#: Subcomponents that do not change while a job waits (credentials, size).
+_FIXED = frozenset(("USER", "GROUP", "ACCOUNT", "CLASS", "QOS", "PROC", "NODE", "MEM", "PE"))
+
+#: Per job id: (the job, per component of :func:`weighted_terms` its weighted value when
+#: the component never changes while the job waits, else None).
+Memo = dict[str, tuple[Job, tuple[float | None, ...]]]
+
+
+def _fixed_parts(job: Job, now: float, config: SchedulerConfig, fs: Fairshare,
+                 terms: Terms) -> tuple[float | None, ...]:
+    out: list[float | None] = []
+    for cw, subs in terms:
+        if not all(sub in _FIXED for sub, _ in subs):
+            out.append(None)
+            continue
+        part = 0.0
+        for sub, sw in subs:
+            part += sw * _raw(job, sub, now, config, fs)
+        out.append(cw * part)
+    return tuple(out)
+
+
+def _memo_score(job: Job, now: float, config: SchedulerConfig, fs: Fairshare, terms: Terms,
+                memo: Memo) -> float:
+    """:func:`score` with the fixed components taken from ``memo``: the same float,
+    since each component's product is the one :func:`score` computes, summed in order."""
+    hit = memo.get(job.id)
+    if hit is None or hit[0] is not job:
+        hit = memo[job.id] = (job, _fixed_parts(job, now, config, fs, terms))
+    total = 0.0
+    for (cw, subs), fixed in zip(terms, hit[1]):
+        if fixed is None:
+            part = 0.0
+            for sub, sw in subs:
+                part += sw * _raw(job, sub, now, config, fs)
+            total += cw * part
+        else:
+            total += fixed
+    return total + job.priority
+
+
 def prioritize(jobs: Iterable[Job], seq: dict[str, int], now: float, config: SchedulerConfig,
-               fs: Fairshare) -> list[Job]:
-    """Jobs in decreasing priority; submission order breaks ties."""
+               fs: Fairshare, memo: Memo | None = None, others_prioritized: bool = False) -> list[Job]:
+    """Jobs in decreasing priority; submission order breaks ties.
+
+    ``memo`` (kept by the caller across iterations, entries dropped when a job stops
+    waiting) spares recomputing what does not change while a job waits: with a queue
+    of thousands, rescoring credentials and sizes every iteration dominated a replay.
+    ``others_prioritized``: jobs left out of ``jobs`` carry a system priority (the
+    ranking then is by score, as if they had been passed)."""
     jobs = list(jobs)
-    if config.fifo and not any(j.priority for j in jobs):
+    if config.fifo and not others_prioritized and not any(j.priority for j in jobs):
         return sorted(jobs, key=lambda j: (j.submit_time, seq[j.id]))
     terms = weighted_terms(config)  # once, not once per job
-    scored = [(-score(j, now, config, fs, terms), seq[j.id], j) for j in jobs]
+    if memo is None:
+        scored = [(-score(j, now, config, fs, terms), seq[j.id], j) for j in jobs]
+    else:
+        scored = [(-_memo_score(j, now, config, fs, terms, memo), seq[j.id], j) for j in jobs]
     scored.sort(key=lambda x: (x[0], x[1]))
     return [j for _, _, j in scored]

@@ -25,7 +25,7 @@ from grid_tasks.maui.model import (
 )
 from grid_tasks.maui.modules import build_modules
 from grid_tasks.maui.pool import Pool
-from grid_tasks.maui.priority import Fairshare, prioritize
+from grid_tasks.maui.priority import Fairshare, Memo, prioritize
 from grid_tasks.maui.queries import QueriesMixin
 from grid_tasks.maui.throttle import HARD, SOFT, Throttle
 from grid_tasks.states import NodeState
@@ -42,6 +42,11 @@ class Scheduler(QueriesMixin):
             raise SchedulerError("a scheduler needs at least one node")
         self.engine = Engine(nodes, self.config)
         self.idle: dict[str, Job] = {}
+        # the idle jobs that could ever start (see _may_ever_start): only they are ranked
+        # each iteration; a job no hard throttle admits would otherwise be rescored forever
+        self._ready: dict[str, Job] = {}
+        self._parked_priority: set[str] = set()  # parked jobs with a system priority
+        self._memo: Memo = {}
         self.seq: dict[str, int] = {}
         self.completed: set[str] = set()
         self.job_res: dict[str, Placement] = {}
@@ -73,7 +78,30 @@ class Scheduler(QueriesMixin):
                 self.pool.submit(job, self._counter)
                 return
             self._leave_pool(now)
+        self._add_idle(job)
+
+    def _add_idle(self, job: Job) -> None:
         self.idle[job.id] = job
+        self._classify(job)
+
+    def _classify(self, job: Job) -> None:
+        if self._may_ever_start(job):
+            self._ready[job.id] = job
+        elif job.priority:
+            self._parked_priority.add(job.id)
+
+    def _drop_idle(self, job_id: str) -> Job | None:
+        self._ready.pop(job_id, None)
+        self._memo.pop(job_id, None)
+        self._parked_priority.discard(job_id)
+        return self.idle.pop(job_id, None)
+
+    def _may_ever_start(self, job: Job) -> bool:
+        """False for a job that can never start: it cannot fit the usable nodes, or a
+        hard throttle refuses it even with nothing running (and no MAXIJOB counts it,
+        so leaving it out of the ranking changes no other job's fate)."""
+        throttle = self.throttle
+        return throttle.counts_idle(job) or (self.engine.can_ever_fit(job) and throttle.ever_allows(job))
 
     def job_ended(self, job_id: str, now: float) -> None:
         """A running job left (completed, killed, cancelled): free the rest of its walltime."""
@@ -97,7 +125,7 @@ class Scheduler(QueriesMixin):
         if self.pool is not None:
             self.pool.cancel(job_id)
             return
-        if self.idle.pop(job_id, None) is None:
+        if self._drop_idle(job_id) is None:
             raise SchedulerError(f"job {job_id} is not idle")
         if self.job_res.pop(job_id, None) is not None:
             self.engine.remove(job_id)
@@ -140,6 +168,10 @@ class Scheduler(QueriesMixin):
             setattr(node, key, value)
         self.engine.nodes_changed()
         self.freed = True
+        self._ready.clear()  # what can ever fit may have changed
+        self._parked_priority.clear()
+        for job in self.idle.values():
+            self._classify(job)
 
     def shutdown(self) -> None:
         for mod in self.modules:
@@ -164,8 +196,8 @@ class Scheduler(QueriesMixin):
         self._refresh_standing(now, res)
         self._accrue(now)
         self.throttle.new_iteration()
-        order = prioritize([j for j in self.idle.values() if self._feasible(j)], self.seq, now,
-                           self.config, self.fairshare)
+        order = prioritize([j for j in self._ready.values() if self._feasible(j)], self.seq, now,
+                           self.config, self.fairshare, self._memo, bool(self._parked_priority))
         self._offsets = tuple({j.walltime for j in order})
         self._refresh_reservations(order, now, res)
         self._schedule(order, now, res)
@@ -302,7 +334,7 @@ class Scheduler(QueriesMixin):
 
     def _start(self, job: Job, alloc: dict[str, int], now: float, res: IterationResult, backfill: bool) -> None:
         self.engine.place(job, now, job.walltime, alloc, running=True)
-        del self.idle[job.id]
+        self._drop_idle(job.id)
         self._accounted[job.id] = now
         self.throttle.started(job, len(alloc), now)
         res.started.append(Start(job.id, now, dict(alloc)))
