@@ -7,22 +7,25 @@ import re
 from contextlib import nullcontext
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import click
 from rich.console import Console
-from rich.progress import Progress
+from rich.markup import escape
+from rich.progress import Progress, TaskID
 
 from grid_tasks.cli.simulate_grid import grid_command
-from grid_tasks.cli.simulate_input import cluster_specs, progress_bar
+from grid_tasks.cli.simulate_input import BarTicker, cluster_specs, progress_bar
 from grid_tasks.errors import GridTasksError
 from grid_tasks.sim.conventions import CONVENTIONS
+from grid_tasks.sim.compare import Comparison, basis_line, compare
 from grid_tasks.sim.core import POLICIES
+from grid_tasks.sim.feasibility import NeverStart
 from grid_tasks.sim.metrics import write_jobs
 from grid_tasks.sim.replay import ClusterSpec, Replay, ReplayError, ReplayResult
-from grid_tasks.sim.report import Column, columns_for, groups_table, summary_table
+from grid_tasks.sim.report import columns_for, compare_table, groups_table, summary_table
 
 _DURATION = re.compile(r"^\s*(-?\d+(?:\.\d+)?)\s*([smhd]?)\s*$")
 _UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -48,16 +51,18 @@ def parse_window(text: str) -> tuple[float, float]:
 
 @dataclass
 class Run:
-    """One policy's replay and its wall time."""
+    """One policy's replay, its wall time and what its configuration can never start."""
 
     label: str
     result: ReplayResult
     sim_wall_s: float
     window: tuple[float, float] | None
+    never: list[NeverStart] = field(default_factory=list)
 
     def headline(self) -> dict[str, Any]:
         out = self.result.to_dict()
         out["sim_wall_s"] = self.sim_wall_s
+        out["never_start"] = [n.to_dict() for n in self.never]
         return out
 
 
@@ -83,27 +88,68 @@ def _policies(policy: str, config: str | None, compare: str | None) -> list[tupl
     return out
 
 
-def _replay(specs: list[ClusterSpec], preset: str | None, config: str | None, opts: dict[str, Any],
-            bar: Progress | None) -> Run:
-    begin = time.perf_counter()
-    window = opts["window"]
+def _setup(specs: list[ClusterSpec], preset: str | None, config: str | None,
+           opts: dict[str, Any]) -> Replay:
+    """A replay ready to run (its Gantt window chosen when plots are asked for)."""
     replay = Replay(specs, policy=preset, config=config, conventions=opts["conventions"],
-                    first=opts["first"], skip_bad=opts["skip_bad"], window=window,
+                    first=opts["first"], skip_bad=opts["skip_bad"], window=opts["window"],
                     align=opts["align"])
-    if window is None and opts["plots"]:
+    if opts["window"] is None and opts["plots"]:
         first = replay.engine.next_time() or 0.0
-        window = (first + DEFAULT_GANTT_OFFSET, first + DEFAULT_GANTT_OFFSET + DEFAULT_GANTT_LENGTH)
-        replay.watch(window)
-    tick = None
-    if bar is not None:
-        task = bar.add_task(replay.policy, total=replay.expected_jobs())
-        tick = lambda r: bar.update(task, completed=r.submitted())  # noqa: E731
-    result = replay.run(progress=tick)
+        replay.watch((first + DEFAULT_GANTT_OFFSET,
+                      first + DEFAULT_GANTT_OFFSET + DEFAULT_GANTT_LENGTH))
+    return replay
+
+
+def _warn_never_start(found: dict[str, list[NeverStart]]) -> None:
+    """Before any replay: each limit that can never let some jobs start, once."""
+    console = Console(stderr=True)
+    said: set[str] = set()
+    for findings in found.values():
+        for finding in findings:
+            message = finding.message()
+            if message not in said:
+                said.add(message)
+                console.print(f"[yellow]warning: {escape(message)}[/yellow]", highlight=False)
+
+
+def _run(replay: Replay, never: list[NeverStart], bar: Progress | None,
+         task: TaskID | None) -> Run:
+    begin = time.perf_counter()
+    ticker = BarTicker(bar, task) if bar is not None and task is not None else None
+    result = replay.run(progress=ticker)
+    if bar is not None and task is not None:
+        bar.update(task, completed=len(result.jobs), submitted=replay.submitted())
     if result.summary is None:
         facts = "; ".join(f"{c.name}: {c.reader.job_lines} job lines, {c.convention.dropped} dropped, "
                           f"{c.reader.bad_lines} bad" for c in result.clusters)
         raise ReplayError(f"no measured job finished, nothing to report ({facts})")
-    return Run(replay.policy, result, time.perf_counter() - begin, window)
+    return Run(replay.policy, result, time.perf_counter() - begin, replay.window, never)
+
+
+def _run_all(specs: list[ClusterSpec], pairs: list[tuple[str | None, str | None]],
+             opts: dict[str, Any], show_bar: bool) -> list[Run]:
+    """Set every policy up, say what can never start, then replay them in turn, each
+    with its own task on the bar (all shown from the start, each moving when it runs)."""
+    replays: list[Replay] = []
+    try:
+        for preset, cfg in pairs:
+            replays.append(_setup(specs, preset, cfg, opts))
+        never = {str(i): r.never_start() for i, r in enumerate(replays)}
+        _warn_never_start(never)
+        bar = progress_bar(show_bar, submitted=True)
+        with bar if bar is not None else nullcontext():
+            tasks = [bar.add_task(r.policy, total=r.expected_jobs(), submitted=0)
+                     if bar is not None else None for r in replays]
+            return [_run(r, never[str(i)], bar, tasks[i]) for i, r in enumerate(replays)]
+    finally:
+        for replay in replays:
+            replay.close()
+
+
+def _comparison(runs: list[Run]) -> Comparison:
+    return compare([(r.label, r.result.jobs, r.result.unfinished, r.result.summary)
+                    for r in runs], sum(c.procs for c in runs[0].result.clusters))
 
 
 def _jobs_path(base: str, label: str, several: bool) -> Path:
@@ -114,7 +160,8 @@ def _jobs_path(base: str, label: str, several: bool) -> Path:
     return path.with_name(f"{path.stem}-{safe}{path.suffix}")
 
 
-def _write_outputs(runs: list[Run], opts: dict[str, Any]) -> list[str]:
+def _write_outputs(runs: list[Run], opts: dict[str, Any],
+                   cmp: Comparison | None) -> list[str]:
     written: list[str] = []
     if opts["jobs_out"]:
         for run in runs:
@@ -122,19 +169,34 @@ def _write_outputs(runs: list[Run], opts: dict[str, Any]) -> list[str]:
             write_jobs(run.result.jobs, path)
             written.append(str(path))
     if opts["plots"]:
-        written.extend(str(p) for p in _write_plots(runs, Path(opts["plots"])))
+        written.extend(str(p) for p in _write_plots(runs, Path(opts["plots"]), cmp))
     return written
 
 
-def _write_plots(runs: list[Run], folder: Path) -> list[Path]:
-    """Utilization and wait CDF over every run, one Gantt chart per run."""
+def _plot_basis(runs: list[Run], cmp: Comparison | None) -> tuple[dict[str, list[Any]], str]:
+    """The jobs each run's comparison plots draw, and the words saying which they are."""
+    if cmp is None:
+        run = runs[0]
+        left = run.result.unfinished
+        return ({run.label: run.result.jobs},
+                f"{left:,} unfinished job(s) not shown" if left else "")
+    if cmp.same_jobs:
+        return cmp.common_jobs, f"all {cmp.common_size:,} measured jobs"
+    return cmp.common_jobs, f"the {cmp.common_size:,} jobs every policy finished"
+
+
+def _write_plots(runs: list[Run], folder: Path, cmp: Comparison | None) -> list[Path]:
+    """Utilization and wait CDF over every run (on the common set when comparing), one
+    Gantt chart per run."""
     from grid_tasks.sim import plots  # matplotlib is slow to import: only when asked
 
+    jobs_of, basis = _plot_basis(runs, cmp)
     util = [(f"{r.label} {c.name}" if len(r.result.clusters) > 1 else r.label,
-             [j for j in r.result.jobs if j.cluster == c.name], c.procs)
+             [j for j in jobs_of[r.label] if j.cluster == c.name], c.procs)
             for r in runs for c in r.result.clusters]
-    out = [plots.plot_utilization(util, folder / "utilization.png"),
-           plots.plot_wait_cdf([(r.label, r.result.jobs) for r in runs], folder / "wait_cdf.png")]
+    out = [plots.plot_utilization(util, folder / "utilization.png", basis=basis),
+           plots.plot_wait_cdf([(r.label, jobs_of[r.label]) for r in runs],
+                               folder / "wait_cdf.png", basis=basis)]
     for run in runs:
         window, reservations = run.window, run.result.reservations
         jobs = run.result.jobs
@@ -148,16 +210,28 @@ def _write_plots(runs: list[Run], folder: Path) -> list[Path]:
     return out
 
 
-def _print_rich(runs: list[Run], written: list[str], show_groups: bool) -> None:
+def _print_compare(console: Console, runs: list[Run], cmp: Comparison, title: str) -> None:
+    """The basis line above the table, then the table (common set first)."""
+    console.print(basis_line(cmp), style="" if cmp.same_jobs else "bold yellow",
+                  highlight=False)
+    console.print(compare_table(cmp, title, walls={r.label: r.sim_wall_s for r in runs},
+                                events={r.label: r.result.events for r in runs}))
+
+
+def _print_rich(runs: list[Run], written: list[str], show_groups: bool,
+                cmp: Comparison | None) -> None:
     console = Console()
-    if len(runs) == 1:
-        columns = columns_for(runs[0].result, runs[0].sim_wall_s)
-    else:
-        columns = [Column(r.label, r.result.summary, r.sim_wall_s, r.result.events)
-                   for r in runs if r.result.summary is not None]
     first = runs[0].result
     title = "Replay of " + ", ".join(f"{c.name} (P={c.procs})" for c in first.clusters)
-    console.print(summary_table(columns, title=f"{title}, {first.conventions} conventions"))
+    title = f"{title}, {first.conventions} conventions"
+    if cmp is not None:
+        _print_compare(console, runs, cmp, title)
+    else:
+        if first.unfinished and first.summary is not None:
+            console.print(f"{first.unfinished:,} job(s) never finished; the metrics below are on "
+                          f"the {first.summary.jobs_measured:,} measured jobs that did.",
+                          style="bold yellow", highlight=False)
+        console.print(summary_table(columns_for(first, runs[0].sim_wall_s), title=title))
     for cluster in first.clusters:
         info = cluster.info()
         console.print(f"{cluster.name}: {info['job_lines']:,} job lines, {info['bad_lines']:,} bad "
@@ -167,10 +241,6 @@ def _print_rich(runs: list[Run], written: list[str], show_groups: bool) -> None:
         console.print(groups_table(first.summary.by_size, "By job size (processors)", "size"))
         console.print(groups_table(first.summary.by_user, "Top users by processor-hours", "user",
                                    top=10))
-    for run in runs:
-        if run.result.unfinished:
-            console.print(f"[yellow]warning: {run.label}: {run.result.unfinished} job(s) never "
-                          "finished (the core could not place them)[/yellow]")
     for path in written:
         console.print(f"wrote {path}", highlight=False)
 
@@ -278,28 +348,35 @@ def simulate(traces: tuple[str, ...], clusters: tuple[str, ...], policy: str, co
     show_bar = (not as_json and sys.stderr.isatty()) if progress is None else progress
     try:
         specs = cluster_specs(traces, clusters, procs)
-        bar = progress_bar(show_bar)
-        runs: list[Run] = []
-        with bar if bar is not None else nullcontext():
-            for preset, cfg in _policies(policy.lower(), config, compare):
-                runs.append(_replay(specs, preset, cfg, opts, bar))
-        written = _write_outputs(runs, opts)
+        runs = _run_all(specs, _policies(policy.lower(), config, compare), opts, show_bar)
+        cmp = _comparison(runs) if compare is not None else None
+        written = _write_outputs(runs, opts, cmp)
     except GridTasksError as exc:
         if not as_json:
             raise  # the CLI group prints it (with a caret for source errors) and exits 1
         click.echo(json.dumps({"error": exc.to_dict()}, indent=2))
         sys.exit(1)
     if as_json:
-        click.echo(json.dumps(_json_object(runs, compare is not None, written), indent=2))
+        click.echo(json.dumps(_json_object(runs, cmp, written), indent=2))
     else:
-        _print_rich(runs, written, groups)
+        _print_rich(runs, written, groups, cmp)
 
 
-def _json_object(runs: list[Run], compared: bool, written: list[str]) -> dict[str, Any]:
-    if not compared:
+def _json_object(runs: list[Run], cmp: Comparison | None, written: list[str]) -> dict[str, Any]:
+    """One run: its headline.  A comparison: the basis (common set, unfinished counts),
+    and per policy its own figures (``metrics_on``) with the common-set ones beside."""
+    if cmp is None:
         out = runs[0].headline()
     else:
-        out = {"compare": [r.label for r in runs],
-               "policies": {r.label: r.headline() for r in runs}}
+        policies = {}
+        for run in runs:
+            entry = run.headline()
+            entry["metrics_on"] = "own finished jobs"
+            common = cmp.common[run.label]
+            entry["common_set"] = common.headline() if common is not None else None
+            policies[run.label] = entry
+        out = {"compare": [r.label for r in runs], "basis": "jobs every policy finished",
+               "common_jobs": cmp.common_size, "same_jobs": cmp.same_jobs,
+               "unfinished": dict(cmp.unfinished), "policies": policies}
     out["written"] = written
     return out
