@@ -314,9 +314,24 @@ def simulate(traces: tuple[str, ...], clusters: tuple[str, ...], policy: str, co
                1-second jobs, estimate = max(req, run, 1), ...)
 
     \b
+    --compare measures every policy on the same jobs: the headline metrics are
+    computed on the measured jobs EVERY policy finished (the common set), each
+    policy's jobs left unfinished are a row of their own, and when the sets
+    differ a second section gives each policy's figures on its own finished
+    jobs (not comparable).  The line above the table says which set is used;
+    --plots draws the utilization and wait CDF on the common set too.
+
+    \b
+    A maui.cfg whose throttles can never start some jobs (MAXPROC, MAXPS,
+    MAXNODE or MAXJOB of a credential or system-wide below one job's size) is
+    reported before the replay, once per limit, with its line in the file;
+    those jobs stay unfinished.
+
+    \b
     --json prints one object: jobs_measured, mean_wait_s, mean_bsld, utilization,
-    makespan_s, sim_wall_s, percentiles, and per-cluster input counts; with
-    --compare, {"compare": [...], "policies": {name: object}}.
+    makespan_s, sim_wall_s, unfinished, never_start, percentiles, and per-cluster
+    input counts; with --compare, {"compare": [...], "common_jobs": N,
+    "unfinished": {name: n}, "policies": {name: object with "common_set"}}.
 
     \b
     --grid (seed 002's argument, measured): each trace is a cluster; a seeded
