@@ -135,7 +135,9 @@ def _run_all(specs: list[ClusterSpec], pairs: list[tuple[str | None, str | None]
     try:
         for preset, cfg in pairs:
             replays.append(_setup(specs, preset, cfg, opts))
-        never = {str(i): r.never_start() for i, r in enumerate(replays)}
+        status = Console(stderr=True).status("checking the throttles against the traces")
+        with status if show_bar else nullcontext():  # a whole trace is read once more
+            never = {str(i): r.never_start() for i, r in enumerate(replays)}
         _warn_never_start(never)
         bar = progress_bar(show_bar, submitted=True)
         with bar if bar is not None else nullcontext():
