@@ -7,7 +7,6 @@ import re
 from contextlib import nullcontext
 import sys
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -18,14 +17,14 @@ from rich.progress import Progress, TaskID
 
 from grid_tasks.cli.simulate_grid import grid_command
 from grid_tasks.cli.simulate_input import BarTicker, cluster_specs, progress_bar
+from grid_tasks.cli.simulate_show import Run, json_object, print_rich
 from grid_tasks.errors import GridTasksError
 from grid_tasks.sim.conventions import CONVENTIONS
-from grid_tasks.sim.compare import Comparison, basis_line, compare
+from grid_tasks.sim.compare import Comparison, compare
 from grid_tasks.sim.core import POLICIES
 from grid_tasks.sim.feasibility import NeverStart
 from grid_tasks.sim.metrics import write_jobs
-from grid_tasks.sim.replay import ClusterSpec, Replay, ReplayError, ReplayResult
-from grid_tasks.sim.report import columns_for, compare_table, groups_table, summary_table
+from grid_tasks.sim.replay import ClusterSpec, Replay, ReplayError
 
 _DURATION = re.compile(r"^\s*(-?\d+(?:\.\d+)?)\s*([smhd]?)\s*$")
 _UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -47,23 +46,6 @@ def parse_window(text: str) -> tuple[float, float]:
     if not bounds[1] > bounds[0]:
         raise ReplayError(f"--gantt {text!r}: END must be after START")
     return bounds[0], bounds[1]
-
-
-@dataclass
-class Run:
-    """One policy's replay, its wall time and what its configuration can never start."""
-
-    label: str
-    result: ReplayResult
-    sim_wall_s: float
-    window: tuple[float, float] | None
-    never: list[NeverStart] = field(default_factory=list)
-
-    def headline(self) -> dict[str, Any]:
-        out = self.result.to_dict()
-        out["sim_wall_s"] = self.sim_wall_s
-        out["never_start"] = [n.to_dict() for n in self.never]
-        return out
 
 
 def _policies(policy: str, config: str | None, compare: str | None) -> list[tuple[str | None, str | None]]:
@@ -196,8 +178,11 @@ def _write_plots(runs: list[Run], folder: Path, cmp: Comparison | None) -> list[
     util = [(f"{r.label} {c.name}" if len(r.result.clusters) > 1 else r.label,
              [j for j in jobs_of[r.label] if j.cluster == c.name], c.procs)
             for r in runs for c in r.result.clusters]
+    left = {r.label: r.result.unfinished for r in runs}
+    legend = {x: f"{x} ({left[x]:,} unfinished)" if cmp is not None and left[x] else x
+              for x in left}
     out = [plots.plot_utilization(util, folder / "utilization.png", basis=basis),
-           plots.plot_wait_cdf([(r.label, jobs_of[r.label]) for r in runs],
+           plots.plot_wait_cdf([(legend[r.label], jobs_of[r.label]) for r in runs],
                                folder / "wait_cdf.png", basis=basis)]
     for run in runs:
         window, reservations = run.window, run.result.reservations
@@ -210,41 +195,6 @@ def _write_plots(runs: list[Run], folder: Path, cmp: Comparison | None) -> list[
         out.append(plots.plot_gantt(jobs, window, folder / f"gantt-{name}.png",
                                     reservations=reservations, title=run.label))
     return out
-
-
-def _print_compare(console: Console, runs: list[Run], cmp: Comparison, title: str) -> None:
-    """The basis line above the table, then the table (common set first)."""
-    console.print(basis_line(cmp), style="" if cmp.same_jobs else "bold yellow",
-                  highlight=False)
-    console.print(compare_table(cmp, title, walls={r.label: r.sim_wall_s for r in runs},
-                                events={r.label: r.result.events for r in runs}))
-
-
-def _print_rich(runs: list[Run], written: list[str], show_groups: bool,
-                cmp: Comparison | None) -> None:
-    console = Console()
-    first = runs[0].result
-    title = "Replay of " + ", ".join(f"{c.name} (P={c.procs})" for c in first.clusters)
-    title = f"{title}, {first.conventions} conventions"
-    if cmp is not None:
-        _print_compare(console, runs, cmp, title)
-    else:
-        if first.unfinished and first.summary is not None:
-            console.print(f"{first.unfinished:,} job(s) never finished; the metrics below are on "
-                          f"the {first.summary.jobs_measured:,} measured jobs that did.",
-                          style="bold yellow", highlight=False)
-        console.print(summary_table(columns_for(first, runs[0].sim_wall_s), title=title))
-    for cluster in first.clusters:
-        info = cluster.info()
-        console.print(f"{cluster.name}: {info['job_lines']:,} job lines, {info['bad_lines']:,} bad "
-                      f"skipped, {info['dropped']:,} dropped, {info['unmeasured']:,} simulated "
-                      "but unmeasured", highlight=False)
-    if show_groups and len(runs) == 1 and first.summary is not None:
-        console.print(groups_table(first.summary.by_size, "By job size (processors)", "size"))
-        console.print(groups_table(first.summary.by_user, "Top users by processor-hours", "user",
-                                   top=10))
-    for path in written:
-        console.print(f"wrote {path}", highlight=False)
 
 
 @click.command("simulate")
@@ -374,26 +324,6 @@ def simulate(traces: tuple[str, ...], clusters: tuple[str, ...], policy: str, co
         click.echo(json.dumps({"error": exc.to_dict()}, indent=2))
         sys.exit(1)
     if as_json:
-        click.echo(json.dumps(_json_object(runs, cmp, written), indent=2))
+        click.echo(json.dumps(json_object(runs, cmp, written), indent=2))
     else:
-        _print_rich(runs, written, groups, cmp)
-
-
-def _json_object(runs: list[Run], cmp: Comparison | None, written: list[str]) -> dict[str, Any]:
-    """One run: its headline.  A comparison: the basis (common set, unfinished counts),
-    and per policy its own figures (``metrics_on``) with the common-set ones beside."""
-    if cmp is None:
-        out = runs[0].headline()
-    else:
-        policies = {}
-        for run in runs:
-            entry = run.headline()
-            entry["metrics_on"] = "own finished jobs"
-            common = cmp.common[run.label]
-            entry["common_set"] = common.headline() if common is not None else None
-            policies[run.label] = entry
-        out = {"compare": [r.label for r in runs], "basis": "jobs every policy finished",
-               "common_jobs": cmp.common_size, "same_jobs": cmp.same_jobs,
-               "unfinished": dict(cmp.unfinished), "policies": policies}
-    out["written"] = written
-    return out
+        print_rich(runs, written, groups, cmp)

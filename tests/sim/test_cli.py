@@ -245,8 +245,9 @@ def test_comparison_plots_draw_the_common_set(tmp_path: Path, monkeypatch: pytes
     code, out, err = invoke(str(trace), "--compare", f"easy,{cfg}", "--plots",
                             str(tmp_path / "p"), "--json")
     assert code == 0, err
-    common = json.loads(out)["common_jobs"]
-    assert seen["sizes"] == {"easy": common, "site.cfg": common}
+    data = json.loads(out)
+    common, left = data["common_jobs"], data["unfinished"]["site.cfg"]
+    assert seen["sizes"] == {"easy": common, f"site.cfg ({left} unfinished)": common}
     assert seen["basis"] == f"the {common:,} jobs every policy finished"
     assert (tmp_path / "p" / "wait_cdf.png").exists()
 
