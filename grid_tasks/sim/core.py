@@ -13,11 +13,11 @@ from pathlib import Path
 
 from grid_tasks.errors import GridTasksError
 from grid_tasks.maui import Job, Node, Scheduler, SchedulerConfig
-from grid_tasks.maui.cfg import load_maui_config
+from grid_tasks.maui.cfg import MauiConfig, load_maui_config
 from grid_tasks.maui.cfgbridge import scheduler_config
 from grid_tasks.sim.conventions import SimJob
 
-__all__ = ["POLICIES", "load_config", "new_scheduler", "to_core_job", "policy_label"]
+__all__ = ["POLICIES", "load_config", "read_config", "new_scheduler", "to_core_job", "policy_label"]
 
 POLICIES = ("fcfs", "easy", "conservative")
 
@@ -28,9 +28,17 @@ def load_config(policy: str | None = "easy", config: str | Path | None = None) -
     Raises the core's typed errors (``SchedulerError``, ``MauiConfigError``) on
     an unknown policy or a bad configuration file.
     """
+    return read_config(policy, config)[0]
+
+
+def read_config(policy: str | None = "easy", config: str | Path | None = None
+                ) -> tuple[SchedulerConfig, MauiConfig | None]:
+    """:func:`load_config` and the parsed maui.cfg it came from (None for a preset),
+    whose lines reports about the configuration cite."""
     if config is not None:
-        return scheduler_config(load_maui_config(config))
-    return SchedulerConfig.preset(policy or "easy")
+        parsed = load_maui_config(config)
+        return scheduler_config(parsed), parsed
+    return SchedulerConfig.preset(policy or "easy"), None
 
 
 def policy_label(policy: str | None, config: str | Path | None) -> str:

@@ -192,3 +192,24 @@ def test_hold_open_keeps_waking_for_a_caller_with_work_left() -> None:
     engine.on_iterate(lambda c, now, r: calls.append(now))
     engine.run()
     assert len(calls) >= 3 and engine.pending == 0
+
+
+def test_progress_is_reported_per_events_with_counts_that_never_go_back() -> None:
+    """The engine reports every ``every`` events (it never reads the clock), the counts
+    only grow, and the last call gives the final figures."""
+    jobs = [job(str(i), i, 1 + i % 3, 50 + i % 7) for i in range(300)]
+    engine = engine_with(4, jobs, "easy")
+    calls: list[tuple[int, int]] = []
+    engine.run(progress=lambda submitted, finished: calls.append((submitted, finished)),
+               every=8)
+    assert len(calls) == engine.events // 8 + 1
+    assert all(a[0] <= b[0] and a[1] <= b[1] for a, b in zip(calls, calls[1:]))
+    assert all(f <= s for s, f in calls)
+    assert calls[-1] == (300, 300) and calls[0][0] > 0
+    # a slow core is still heard from often: no gap of more than `every` events
+    assert len({c for c in calls}) > 300 * 2 // 8 // 2
+
+
+def test_progress_every_must_be_positive() -> None:
+    with pytest.raises(SimulationError, match="at least 1"):
+        engine_with(1, [job("a", 0, 1, 1)]).run(progress=lambda s, f: None, every=0)
