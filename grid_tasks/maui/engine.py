@@ -122,6 +122,11 @@ class Engine(HoldsMixin):
         self._hold_list = list(self.holds.values())
         self.curve = None
 
+    @property
+    def acl_jobs(self) -> set[str]:
+        """Job ids some hold's ACL names (kept by :meth:`holds_changed`)."""
+        return self._acl_jobs
+
     def can_ever_fit(self, job: Job) -> bool:
         """Could the job run at all on the configured, usable nodes (when all were free)?"""
         hit = self._ever_job.get(job.id)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from math import ceil
-from typing import Iterable
+from typing import Callable, Iterable
 
 from grid_tasks.maui.config import CREDENTIAL_KINDS, FairsharePolicy, FSTarget, SchedulerConfig
 from grid_tasks.maui.model import Job, PriorityBreakdown
@@ -152,24 +152,54 @@ def breakdown(job: Job, now: float, config: SchedulerConfig, fs: Fairshare) -> P
     return PriorityBreakdown(job.id, sum(comps.values()), comps)
 
 
+RawFn = Callable[[Job, float, SchedulerConfig, "Fairshare"], float]
+
+
+def _queue_time(job: Job, now: float, config: SchedulerConfig, fs: Fairshare) -> float:
+    return max(0.0, now - job.submit_time) / 60.0
+
+
+def _xfactor(job: Job, now: float, config: SchedulerConfig, fs: Fairshare) -> float:
+    return (max(0.0, now - job.submit_time) + job.walltime) / job.walltime
+
+
+def _fs_of(kind: str) -> RawFn:
+    attr = _CREDENTIAL_ATTRS[kind]
+
+    def fs_delta(job: Job, now: float, config: SchedulerConfig, fs: Fairshare) -> float:
+        return fs.delta(kind, getattr(job, attr), now) if fs.enabled else 0.0
+    return fs_delta
+
+
+def _cred_of(kind: str) -> RawFn:
+    attr = _CREDENTIAL_ATTRS[kind]
+
+    def cred(job: Job, now: float, config: SchedulerConfig, fs: Fairshare) -> float:
+        name = getattr(job, attr)
+        return config.cred_priority.get(kind, {}).get(name, 0.0) if name is not None else 0.0
+    return cred
+
+
+#: Subcomponents that do not change while a job waits (credentials, size).
+FIXED = frozenset(("USER", "GROUP", "ACCOUNT", "CLASS", "QOS", "PROC", "NODE", "MEM", "PE"))
+
+#: Each subcomponent's raw value as a function, looked up once per ranking instead of
+#: a chain of string tests per job and subcomponent.
+RAW: dict[str, RawFn] = {
+    "QUEUETIME": _queue_time,
+    "XFACTOR": _xfactor,
+    "PROC": lambda job, now, config, fs: float(job.procs),
+    "NODE": lambda job, now, config, fs: float(_nodes_asked(job)),
+    "MEM": lambda job, now, config, fs: float(job.tasks * job.mem_per_task),
+    "PE": lambda job, now, config, fs: processor_equivalents(job, fs.machine),
+    **{"FS" + kind: _fs_of(kind) for kind in CREDENTIAL_KINDS},
+    **{kind: _cred_of(kind) for kind in CREDENTIAL_KINDS},
+}
+
+
 def _raw(job: Job, sub: str, now: float, config: SchedulerConfig, fs: Fairshare) -> float:
     """One subcomponent's raw value (the same numbers :func:`subcomponents` gives)."""
-    if sub == "QUEUETIME":
-        return max(0.0, now - job.submit_time) / 60.0
-    if sub == "XFACTOR":
-        return (max(0.0, now - job.submit_time) + job.walltime) / job.walltime
-    if sub == "PROC":
-        return float(job.procs)
-    if sub == "NODE":
-        return float(_nodes_asked(job))
-    if sub == "MEM":
-        return float(job.tasks * job.mem_per_task)
-    if sub == "PE":
-        return processor_equivalents(job, fs.machine)
-    if sub.startswith("FS"):
-        return fs.delta(sub[2:], credential(job, sub[2:]), now) if fs.enabled else 0.0
-    name = credential(job, sub)
-    return config.cred_priority.get(sub, {}).get(name, 0.0) if name is not None else 0.0
+    return RAW[sub](job, now, config, fs)
 
 
 def score(job: Job, now: float, config: SchedulerConfig, fs: Fairshare,
@@ -198,63 +228,15 @@ def weighted_terms(config: SchedulerConfig) -> Terms:
                  for comp, subs in _SUBCOMPONENTS.items() if w[_COMPONENT_WEIGHT[comp]])
 
 
-#: Subcomponents that do not change while a job waits (credentials, size).
-_FIXED = frozenset(("USER", "GROUP", "ACCOUNT", "CLASS", "QOS", "PROC", "NODE", "MEM", "PE"))
-
-#: Per job id: (the job, per component of :func:`weighted_terms` its weighted value when
-#: the component never changes while the job waits, else None).
-Memo = dict[str, tuple[Job, tuple[float | None, ...]]]
-
-
-def _fixed_parts(job: Job, now: float, config: SchedulerConfig, fs: Fairshare,
-                 terms: Terms) -> tuple[float | None, ...]:
-    out: list[float | None] = []
-    for cw, subs in terms:
-        if not all(sub in _FIXED for sub, _ in subs):
-            out.append(None)
-            continue
-        part = 0.0
-        for sub, sw in subs:
-            part += sw * _raw(job, sub, now, config, fs)
-        out.append(cw * part)
-    return tuple(out)
-
-
-def _memo_score(job: Job, now: float, config: SchedulerConfig, fs: Fairshare, terms: Terms,
-                memo: Memo) -> float:
-    """:func:`score` with the fixed components taken from ``memo``: the same float,
-    since each component's product is the one :func:`score` computes, summed in order."""
-    hit = memo.get(job.id)
-    if hit is None or hit[0] is not job:
-        hit = memo[job.id] = (job, _fixed_parts(job, now, config, fs, terms))
-    total = 0.0
-    for (cw, subs), fixed in zip(terms, hit[1]):
-        if fixed is None:
-            part = 0.0
-            for sub, sw in subs:
-                part += sw * _raw(job, sub, now, config, fs)
-            total += cw * part
-        else:
-            total += fixed
-    return total + job.priority
-
-
 def prioritize(jobs: Iterable[Job], seq: dict[str, int], now: float, config: SchedulerConfig,
-               fs: Fairshare, memo: Memo | None = None, others_prioritized: bool = False) -> list[Job]:
-    """Jobs in decreasing priority; submission order breaks ties.
-
-    ``memo`` (kept by the caller across iterations, entries dropped when a job stops
-    waiting) spares recomputing what does not change while a job waits: with a queue
-    of thousands, rescoring credentials and sizes every iteration dominated a replay.
-    ``others_prioritized``: jobs left out of ``jobs`` carry a system priority (the
-    ranking then is by score, as if they had been passed)."""
+               fs: Fairshare) -> list[Job]:
+    """Jobs in decreasing priority; submission order breaks ties.  (The scheduler ranks
+    its queue with :class:`grid_tasks.maui.ranking.Ranking`, which gives the same order
+    faster for big queues.)"""
     jobs = list(jobs)
-    if config.fifo and not others_prioritized and not any(j.priority for j in jobs):
+    if config.fifo and not any(j.priority for j in jobs):
         return sorted(jobs, key=lambda j: (j.submit_time, seq[j.id]))
     terms = weighted_terms(config)  # once, not once per job
-    if memo is None:
-        scored = [(-score(j, now, config, fs, terms), seq[j.id], j) for j in jobs]
-    else:
-        scored = [(-_memo_score(j, now, config, fs, terms, memo), seq[j.id], j) for j in jobs]
+    scored = [(-score(j, now, config, fs, terms), seq[j.id], j) for j in jobs]
     scored.sort(key=lambda x: (x[0], x[1]))
     return [j for _, _, j in scored]

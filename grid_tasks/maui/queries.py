@@ -6,6 +6,7 @@ from __future__ import annotations
 from math import inf
 from typing import TYPE_CHECKING
 
+from grid_tasks.maui.config import AvailabilityPolicy
 from grid_tasks.maui.engine import Engine
 from grid_tasks.maui.model import (
     ACL, IterationResult, Job, PriorityBreakdown, Reservation, ReservationKind, ReservationRefused,
@@ -36,10 +37,22 @@ class QueriesMixin:
         eng = self.engine
         if self.pool is not None:
             return False
+        holds = eng.holds.values()
+        if self.config.availability_policy is not AvailabilityPolicy.DEDICATED:
+            # the free-processors curve knows the nodes with min(free, procs - utilized) > 0
+            # at now; one that no hold covers settles it without looking at every node
+            held_on = {name for h in holds for name in h.rem}
+            if any(name not in held_on for name in eng.capacity(now, self._offsets).nodes_free_now()):
+                return False
         usable = [n for n in eng.nodes.values() if n.usable]
+        # what the holds keep on each node, summed in hold order (one pass over the holds,
+        # not one per node: a full machine with many reservations asks this every start)
+        held: dict[str, float] = {}
+        for h in holds:
+            for name, rem in h.rem.items():
+                held[name] = held.get(name, 0) + rem.value_at(now)
         return bool(usable) and all(
-            min(eng.prof[n.name]["p"].value_at(now) + sum(
-                h.rem[n.name].value_at(now) for h in eng.holds.values() if n.name in h.rem),
+            min(eng.prof[n.name]["p"].value_at(now) + held.get(n.name, 0),
                 n.procs - n.utilized_procs) <= 0
             for n in usable)
 

@@ -25,8 +25,9 @@ from grid_tasks.maui.model import (
 )
 from grid_tasks.maui.modules import build_modules
 from grid_tasks.maui.pool import Pool
-from grid_tasks.maui.priority import Fairshare, Memo, prioritize
+from grid_tasks.maui.priority import Fairshare
 from grid_tasks.maui.queries import QueriesMixin
+from grid_tasks.maui.ranking import Ranking
 from grid_tasks.maui.throttle import HARD, SOFT, Throttle
 from grid_tasks.states import NodeState
 
@@ -46,7 +47,6 @@ class Scheduler(QueriesMixin):
         # each iteration; a job no hard throttle admits would otherwise be rescored forever
         self._ready: dict[str, Job] = {}
         self._parked_priority: set[str] = set()  # parked jobs with a system priority
-        self._memo: Memo = {}
         self.seq: dict[str, int] = {}
         self.completed: set[str] = set()
         self.job_res: dict[str, Placement] = {}
@@ -56,6 +56,7 @@ class Scheduler(QueriesMixin):
         self.fairshare.machine = tuple(float(sum(getattr(n, f) for n in nodes))  # type: ignore[assignment]
                                        for f in ("procs", "memory", "disk", "swap"))
         self.throttle = Throttle(self.config)
+        self.ranking = Ranking(self.config, self.fairshare)
         self._accounted: dict[str, float] = {}
         self._offsets: tuple[float, ...] = ()
         self.pool: Pool | None = Pool.maybe(nodes, self.config, self.fairshare.enabled or self.throttle.active)
@@ -92,7 +93,7 @@ class Scheduler(QueriesMixin):
 
     def _drop_idle(self, job_id: str) -> Job | None:
         self._ready.pop(job_id, None)
-        self._memo.pop(job_id, None)
+        self.ranking.forget(job_id)
         self._parked_priority.discard(job_id)
         return self.idle.pop(job_id, None)
 
@@ -196,8 +197,8 @@ class Scheduler(QueriesMixin):
         self._refresh_standing(now, res)
         self._accrue(now)
         self.throttle.new_iteration()
-        order = prioritize([j for j in self._ready.values() if self._feasible(j)], self.seq, now,
-                           self.config, self.fairshare, self._memo, bool(self._parked_priority))
+        order = self.ranking.rank([j for j in self._ready.values() if self._feasible(j)], self.seq, now,
+                                  bool(self._parked_priority))
         self._offsets = tuple({j.walltime for j in order})
         self._refresh_reservations(order, now, res)
         self._schedule(order, now, res)
@@ -296,7 +297,7 @@ class Scheduler(QueriesMixin):
 
     # -- helpers: starting and reserving -----------------------------------------------
     def _not_before(self, job: Job, now: float) -> float:
-        if job.early_start:
+        if job.early_start or job.id not in self.engine.acl_jobs:
             return now
         bound = [h.res.start for h in self.engine.holds.values() if job.id in h.res.acl.jobs]
         return max([now] + bound)
