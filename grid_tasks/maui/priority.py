@@ -59,6 +59,8 @@ class Fairshare:
         self.usage: dict[str, dict[str, dict[int, float]]] = {k: defaultdict(dict) for k in CREDENTIAL_KINDS}
         self.totals: dict[int, float] = defaultdict(float)
         self._cache: dict[tuple[str, str, float], float] = {}  # percent per (kind, name, now)
+        self._slots: dict[tuple, list[dict[int, float]]] = {}  # usage rows per credential tuple
+        self._slots_of = self.usage
 
     @property
     def enabled(self) -> bool:
@@ -75,6 +77,13 @@ class Fairshare:
         if not self.enabled or end <= start:
             return
         self._cache.clear()
+        if self._slots_of is not self.usage:  # usage replaced (state restored): rows are new
+            self._slots, self._slots_of = {}, self.usage
+        creds = (job.user, job.group, job.account, job.job_class, job.qos)
+        slots = self._slots.get(creds)
+        if slots is None:  # the usage rows of the job's credentials, looked up once
+            slots = self._slots[creds] = [self.usage[kind][name] for kind in CREDENTIAL_KINDS
+                                          if (name := credential(job, kind)) is not None]
         width = self.config.fs_interval
         t = start
         while t < end:
@@ -82,11 +91,8 @@ class Fairshare:
             upto = min(end, (w + 1) * width)
             amount = procs * (upto - t)
             self.totals[w] += amount
-            for kind in CREDENTIAL_KINDS:
-                name = credential(job, kind)
-                if name is not None:
-                    slot = self.usage[kind][name]
-                    slot[w] = slot.get(w, 0.0) + amount
+            for slot in slots:
+                slot[w] = slot.get(w, 0.0) + amount
             t = upto
 
     def percent(self, kind: str, name: str, now: float) -> float:

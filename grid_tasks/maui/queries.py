@@ -183,8 +183,15 @@ class QueriesMixin:
         return res
 
     def _refresh_standing(self: "Scheduler", now: float, res: IterationResult) -> None:
-        """Instantiate standing reservations for the coming periods (SRCFG DEPTH)."""
-        for spec in self.config.standing_reservations.values():
+        """Instantiate standing reservations for the coming periods (SRCFG DEPTH), once
+        per period: every occurrence listed later in the same period was made already."""
+        made = self._standing_period
+        for name, spec in self.config.standing_reservations.items():
+            k = spec.period_index(now)
+            hit = made.get(name)
+            if hit is not None and hit[0] is spec and hit[1] == k:
+                continue
+            made[name] = (spec, k)
             for inst in spec.instances(now):
                 if inst.name in self._standing_seen:
                     continue

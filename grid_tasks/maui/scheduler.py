@@ -65,6 +65,7 @@ class Scheduler(QueriesMixin):
             mod.on_start(self)
         self.standing_refused: dict[str, str] = {}
         self._standing_seen: set[str] = set()
+        self._standing_period: dict[str, tuple[object, int]] = {}  # spec name -> (spec, period done)
 
     # -- events --------------------------------------------------------------------
     def submit(self, job: Job, now: float) -> None:
@@ -197,6 +198,7 @@ class Scheduler(QueriesMixin):
         self._refresh_standing(now, res)
         self._accrue(now)
         self.throttle.new_iteration()
+        res.throttled += len(self.idle) - len(self._ready)  # parked: never to start
         order = self.ranking.rank([j for j in self._ready.values() if self._feasible(j)], self.seq, now,
                                   bool(self._parked_priority))
         self._offsets = tuple({j.walltime for j in order})

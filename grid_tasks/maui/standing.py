@@ -48,6 +48,11 @@ class StandingReservation:
     def _length(self) -> float:
         return {"DAY": DAY, "WEEK": WEEK}.get(self.period, inf)
 
+    def period_index(self, now: float) -> int:
+        """The period ``now`` falls in: :meth:`instances` can only bring a new occurrence
+        when it changes (within one period the list only loses occurrences that ended)."""
+        return 0 if self.period == "INFINITY" else floor(now / self._length())
+
     def instances(self, now: float) -> list[Reservation]:
         """Concrete reservations for the periods overlapping ``[now, now + depth periods)``."""
         if self.period == "INFINITY":
