@@ -25,7 +25,7 @@ from grid_tasks.maui.priority import (
 )
 
 #: From this many jobs on, the queue is scored with numpy (fewer: per job, in Python).
-VECTOR_FROM = 256
+VECTOR_FROM = 48
 
 #: Per component: (component weight, ((subcomponent, its function, weight), ...), fixed).
 Compiled = tuple[tuple[float, tuple[tuple[str, RawFn, float], ...], bool], ...]
