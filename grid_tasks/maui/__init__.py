@@ -17,6 +17,8 @@ Semantics worth knowing:
   pool fast path; anything else (another resource, an admin reservation, a node update,
   fairshare, throttling) moves the state to the general engine once, with identical
   decisions.
+* RESERVATIONPOLICY/DEPTH, BACKFILLPOLICY and NODEAVAILABILITYPOLICY are small objects
+  (:mod:`grid_tasks.maui.policies`) chosen once when a scheduler is built.
 * Administrative reservations hold processors only (not memory, disk or swap).
   RESOURCEAVAILABILITYPOLICY UTILIZED counts like COMBINED, since ignoring dedicated
   resources would overcommit nodes (DESIGN invariant 1).
@@ -24,6 +26,7 @@ Semantics worth knowing:
 
 from grid_tasks.maui.config import (
     AvailabilityPolicy, BackfillPolicy, FairsharePolicy, FSTarget, ReservationPolicy, SchedulerConfig,
+    UnknownPolicyError,
 )
 from grid_tasks.maui.model import (
     ACL, IterationResult, Job, Node, PriorityBreakdown, Reservation, ReservationKind,
@@ -36,5 +39,5 @@ __all__ = [
     "ACL", "AvailabilityPolicy", "BackfillPolicy", "FSTarget", "FairsharePolicy", "IterationResult",
     "Job", "MODULES", "Node", "PriorityBreakdown", "Reservation", "ReservationKind",
     "ReservationPolicy", "ReservationRefused", "SchedModule", "Scheduler", "SchedulerConfig",
-    "SchedulerError", "Start", "StartEstimate", "Window", "register_module",
+    "SchedulerError", "Start", "StartEstimate", "UnknownPolicyError", "Window", "register_module",
 ]
