@@ -23,7 +23,6 @@ from grid_tasks.maui.engine import Engine, Placement
 from grid_tasks.maui.model import (
     ACL, IterationResult, Job, Node, Reservation, ReservationKind, SchedulerError, Start,
 )
-from grid_tasks.maui.modules import build_modules
 from grid_tasks.maui.policies import policies_for
 from grid_tasks.maui.pool import Pool
 from grid_tasks.maui.priority import Fairshare, prioritize
@@ -35,8 +34,7 @@ from grid_tasks.states import NodeState
 class Scheduler(QueriesMixin):
     """One cluster's Maui scheduler (pure: ``now`` is always an argument)."""
 
-    def __init__(self, nodes: Iterable[Node], config: SchedulerConfig | None = None,
-                 modules: Iterable[object] = ()) -> None:
+    def __init__(self, nodes: Iterable[Node], config: SchedulerConfig | None = None) -> None:
         self.config = config or SchedulerConfig()
         nodes = list(nodes)
         if not nodes:
@@ -57,9 +55,6 @@ class Scheduler(QueriesMixin):
         self._accounted: dict[str, float] = {}
         self._offsets: tuple[float, ...] = ()
         self.pool: Pool | None = Pool.maybe(nodes, self.config, self.fairshare.enabled or self.throttle.active)
-        self.modules = build_modules(list(self.config.modules) + list(modules))
-        for mod in self.modules:
-            mod.on_start(self)
         self.standing_refused: dict[str, str] = {}
         self._standing_seen: set[str] = set()
 
@@ -144,20 +139,15 @@ class Scheduler(QueriesMixin):
         self.engine.nodes_changed()
         self.freed = True
 
-    def shutdown(self) -> None:
-        for mod in self.modules:
-            mod.on_shutdown(self)
-
     # -- the iteration -----------------------------------------------------------------
     def iterate(self, now: float) -> IterationResult:
-        """One scheduling iteration at ``now``; returns the decisions."""
+        """One scheduling iteration at ``now``; returns the decisions.
+
+        Scheduler modules (MODULES) are not called here: the core has no effects, and
+        the shell calls them afterwards (:class:`grid_tasks.maui.modules.Observers`)."""
         if self.pool is not None:
-            res = self.pool.iterate(now)
-        else:
-            res = self._iterate(now)
-        for mod in self.modules:
-            mod.on_iteration(self, res)
-        return res
+            return self.pool.iterate(now)
+        return self._iterate(now)
 
     def _iterate(self, now: float) -> IterationResult:
         res = IterationResult(now)

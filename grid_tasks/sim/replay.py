@@ -19,7 +19,7 @@ from typing import Any
 
 from grid_tasks.errors import GridTasksError
 from grid_tasks.sim.conventions import Convention, SimJob, get_convention
-from grid_tasks.sim.core import load_config, new_scheduler, policy_label, to_core_job
+from grid_tasks.sim.core import load_config, new_scheduler, observe_modules, policy_label, to_core_job
 from grid_tasks.sim.engine import Cluster, Engine
 from grid_tasks.sim.metrics import Summary, summarize
 from grid_tasks.sim.swf import SWFHeader, SWFReader
@@ -188,8 +188,9 @@ class Replay:
         convention = get_convention(self.conventions, procs)
         run = ClusterRun(name, path, procs, reader.header, reader, convention)
         self.runs.append(run)
-        self.engine.add_cluster(name, procs, new_scheduler(procs, core_config, name),
-                                to_core_job, _jobs(reader, convention, offset))
+        cluster = self.engine.add_cluster(name, procs, new_scheduler(procs, core_config, name),
+                                          to_core_job, _jobs(reader, convention, offset))
+        observe_modules(self.engine, cluster, core_config)
 
     def expected_jobs(self) -> int | None:
         """Job lines the traces should hold (for a progress bar), if the headers say."""
