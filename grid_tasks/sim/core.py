@@ -15,9 +15,12 @@ from grid_tasks.errors import GridTasksError
 from grid_tasks.maui import Job, Node, Scheduler, SchedulerConfig
 from grid_tasks.maui.cfg import MauiConfig, load_maui_config
 from grid_tasks.maui.cfgbridge import scheduler_config
+from grid_tasks.maui.modules import Observers
 from grid_tasks.sim.conventions import SimJob
+from grid_tasks.sim.engine import Cluster, Engine
 
-__all__ = ["POLICIES", "load_config", "read_config", "new_scheduler", "to_core_job", "policy_label"]
+__all__ = ["POLICIES", "load_config", "read_config", "new_scheduler", "observe_modules", "to_core_job",
+           "policy_label"]
 
 POLICIES = ("fcfs", "easy", "conservative")
 
@@ -51,6 +54,23 @@ def new_scheduler(procs: int, config: SchedulerConfig, name: str = "c0") -> Sche
     if procs < 1:
         raise GridTasksError(f"cluster {name}: needs at least one processor, got {procs}")
     return Scheduler(nodes=[Node(name=name, procs=procs)], config=config)
+
+
+def observe_modules(engine: Engine, cluster: Cluster, config: SchedulerConfig) -> Observers | None:
+    """The scheduler modules ``config`` names (MODULES), one set per cluster, called by
+    the replay after each of the cluster's core iterations (the core never calls them).
+    None when the configuration names no module, so a plain replay pays nothing."""
+    if not config.modules:
+        return None
+    observers = Observers(config.modules)
+    observers.started(cluster.scheduler)  # type: ignore[arg-type]
+
+    def after(c: Cluster, now: float, result: object) -> None:
+        if c is cluster:
+            observers.iterated(c.scheduler, result)  # type: ignore[arg-type]
+
+    engine.on_iterate(after)
+    return observers
 
 
 def to_core_job(job: SimJob) -> Job:

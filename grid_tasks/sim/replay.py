@@ -19,7 +19,7 @@ from typing import Any
 
 from grid_tasks.errors import GridTasksError
 from grid_tasks.sim.conventions import Convention, SimJob, get_convention
-from grid_tasks.sim.core import new_scheduler, policy_label, read_config, to_core_job
+from grid_tasks.sim.core import new_scheduler, observe_modules, policy_label, read_config, to_core_job
 from grid_tasks.sim.feasibility import NeverStart, limit_sources, never_start
 from grid_tasks.sim.engine import Cluster, Engine, Progress
 from grid_tasks.sim.metrics import Summary, summarize
@@ -192,8 +192,9 @@ class Replay:
         self._inputs.append((path, procs, reader.skip_bad, reader.first))
         run = ClusterRun(name, path, procs, reader.header, reader, convention)
         self.runs.append(run)
-        self.engine.add_cluster(name, procs, new_scheduler(procs, core_config, name),
-                                to_core_job, _jobs(reader, convention, offset))
+        cluster = self.engine.add_cluster(name, procs, new_scheduler(procs, core_config, name),
+                                          to_core_job, _jobs(reader, convention, offset))
+        observe_modules(self.engine, cluster, core_config)
 
     def never_start(self) -> list[NeverStart]:
         """The configured throttles some trace jobs exceed on their own (they can never

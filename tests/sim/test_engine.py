@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from grid_tasks.maui import Reservation, SchedulerConfig
 from grid_tasks.maui.standing import StandingReservation
 from grid_tasks.sim.conventions import SimJob
-from grid_tasks.sim.core import load_config, new_scheduler, to_core_job
+from grid_tasks.sim.core import load_config, new_scheduler, observe_modules, to_core_job
 from grid_tasks.sim.engine import Cluster, Engine, SimulationError
 
 
@@ -213,3 +215,20 @@ def test_progress_is_reported_per_events_with_counts_that_never_go_back() -> Non
 def test_progress_every_must_be_positive() -> None:
     with pytest.raises(SimulationError, match="at least 1"):
         engine_with(1, [job("a", 0, 1, 1)]).run(progress=lambda s, f: None, every=0)
+
+
+def test_modules_a_configuration_names_observe_each_cluster_from_the_replay() -> None:
+    engine = Engine()
+    config = dataclasses.replace(load_config("easy"), modules=("statistics",))
+    stats = {}
+    for name, procs in (("a", 2), ("b", 4)):
+        jobs = [job(f"{name}{i}", 5 * i, procs, 20) for i in range(3)]
+        cluster = engine.add_cluster(name, procs, new_scheduler(procs, config, name), to_core_job, jobs)
+        stats[name] = observe_modules(engine, cluster, config)
+    engine.run()
+    for name in ("a", "b"):
+        [mod] = stats[name]
+        cluster = engine.clusters[name]
+        assert mod.running and mod.iterations == cluster.iterations > 0  # one call per iteration
+        assert mod.started == 3  # each cluster's own starts only
+    assert observe_modules(engine, engine.clusters["a"], load_config("easy")) is None
