@@ -221,7 +221,7 @@ class QueriesMixin:
         self.pool = None
         idle, running = pool.export()
         for job in idle:
-            self._add_idle(job)
+            self.queue.add(job)
         for job, start in running:
             self.engine.place(job, start, job.walltime, {pool.name: job.tasks}, running=True)
             self.throttle.started(job, 1, start)

@@ -27,6 +27,7 @@ from grid_tasks.maui.policies import policies_for
 from grid_tasks.maui.pool import Pool
 from grid_tasks.maui.priority import Fairshare
 from grid_tasks.maui.queries import QueriesMixin
+from grid_tasks.maui.idle import IdleQueue
 from grid_tasks.maui.ranking import Ranking
 from grid_tasks.maui.throttle import HARD, SOFT, Throttle
 from grid_tasks.states import NodeState
@@ -43,11 +44,6 @@ class Scheduler(QueriesMixin):
         policies = policies_for(self.config)  # chosen once: the iteration never branches on names
         self.queue_policy, self.backfill = policies.queue, policies.backfill
         self.engine = Engine(nodes, self.config, policies.availability)
-        self.idle: dict[str, Job] = {}
-        # the idle jobs that could ever start (see _may_ever_start): only they are ranked
-        # each iteration; a job no hard throttle admits would otherwise be rescored forever
-        self._ready: dict[str, Job] = {}
-        self._parked_priority: set[str] = set()  # parked jobs with a system priority
         self.seq: dict[str, int] = {}
         self.completed: set[str] = set()
         self.job_res: dict[str, Placement] = {}
@@ -58,6 +54,8 @@ class Scheduler(QueriesMixin):
                                        for f in ("procs", "memory", "disk", "swap"))
         self.throttle = Throttle(self.config)
         self.ranking = Ranking(self.config, self.fairshare)
+        self.queue = IdleQueue(self._may_ever_start, self.ranking)
+        self.idle: dict[str, Job] = self.queue.jobs  # read-only view; changed through self.queue
         self._accounted: dict[str, float] = {}
         self._offsets: tuple[float, ...] = ()
         self.pool: Pool | None = Pool.maybe(nodes, self.config, self.fairshare.enabled or self.throttle.active)
@@ -78,23 +76,7 @@ class Scheduler(QueriesMixin):
                 self.pool.submit(job, self._counter)
                 return
             self._leave_pool(now)
-        self._add_idle(job)
-
-    def _add_idle(self, job: Job) -> None:
-        self.idle[job.id] = job
-        self._classify(job)
-
-    def _classify(self, job: Job) -> None:
-        if self._may_ever_start(job):
-            self._ready[job.id] = job
-        elif job.priority:
-            self._parked_priority.add(job.id)
-
-    def _drop_idle(self, job_id: str) -> Job | None:
-        self._ready.pop(job_id, None)
-        self.ranking.forget(job_id)
-        self._parked_priority.discard(job_id)
-        return self.idle.pop(job_id, None)
+        self.queue.add(job)
 
     def _may_ever_start(self, job: Job) -> bool:
         """False for a job that can never start: it cannot fit the usable nodes, or a
@@ -125,7 +107,7 @@ class Scheduler(QueriesMixin):
         if self.pool is not None:
             self.pool.cancel(job_id)
             return
-        if self._drop_idle(job_id) is None:
+        if self.queue.drop(job_id) is None:
             raise SchedulerError(f"job {job_id} is not idle")
         if self.job_res.pop(job_id, None) is not None:
             self.engine.remove(job_id)
@@ -168,10 +150,7 @@ class Scheduler(QueriesMixin):
             setattr(node, key, value)
         self.engine.nodes_changed()
         self.freed = True
-        self._ready.clear()  # what can ever fit may have changed
-        self._parked_priority.clear()
-        for job in self.idle.values():
-            self._classify(job)
+        self.queue.reclassify()
 
     # -- the iteration -----------------------------------------------------------------
     def iterate(self, now: float) -> IterationResult:
@@ -191,9 +170,9 @@ class Scheduler(QueriesMixin):
         self._refresh_standing(now, res)
         self._accrue(now)
         self.throttle.new_iteration()
-        res.throttled += len(self.idle) - len(self._ready)  # parked: never to start
-        order = self.ranking.rank([j for j in self._ready.values() if self._feasible(j)], self.seq, now,
-                                  bool(self._parked_priority))
+        res.throttled += self.queue.parked  # never to start: not ranked, not considered
+        order = self.ranking.rank([j for j in self.queue.ready.values() if self._feasible(j)], self.seq,
+                                  now, self.queue.parked_priority)
         self._offsets = tuple({j.walltime for j in order})
         self._refresh_reservations(order, now, res)
         self._schedule(order, now, res)
@@ -312,7 +291,7 @@ class Scheduler(QueriesMixin):
 
     def _start(self, job: Job, alloc: dict[str, int], now: float, res: IterationResult, backfill: bool) -> None:
         self.engine.place(job, now, job.walltime, alloc, running=True)
-        self._drop_idle(job.id)
+        self.queue.drop(job.id)
         self._accounted[job.id] = now
         self.throttle.started(job, len(alloc), now)
         res.started.append(Start(job.id, now, dict(alloc)))
