@@ -365,11 +365,18 @@ class Scheduler(QueriesMixin):
 
     # -- fairshare accounting -------------------------------------------------------------
     def _accrue(self, now: float) -> None:
-        if not self.fairshare.enabled:
+        fs = self.fairshare
+        if not fs.enabled:
             return
+        accounted = self._accounted
         for pl in self.engine.placements.values():
-            if pl.running:
-                self._accrue_one(pl, now)
+            if pl.running:  # _accrue_one, skipping jobs already accounted up to now
+                job = pl.job
+                since = accounted.get(job.id, pl.start)
+                upto = min(now, pl.end)
+                if upto > since:
+                    fs.charge(job, fs.usage_rate(job), since, upto)
+                    accounted[job.id] = upto
 
     def _accrue_one(self, pl: Placement, now: float) -> None:
         if not self.fairshare.enabled:
