@@ -25,6 +25,7 @@ from grid_tasks.maui.model import (
 )
 from grid_tasks.maui.modules import build_modules
 from grid_tasks.maui.pool import Pool
+from grid_tasks.maui.pool_conservative import ConservativePool
 from grid_tasks.maui.priority import Fairshare, prioritize
 from grid_tasks.maui.queries import QueriesMixin
 from grid_tasks.maui.throttle import HARD, SOFT, Throttle
@@ -53,7 +54,9 @@ class Scheduler(QueriesMixin):
         self.throttle = Throttle(self.config)
         self._accounted: dict[str, float] = {}
         self._offsets: tuple[float, ...] = ()
-        self.pool: Pool | None = Pool.maybe(nodes, self.config, self.fairshare.enabled or self.throttle.active)
+        active = self.fairshare.enabled or self.throttle.active
+        self.pool: Pool | ConservativePool | None = (
+            Pool.maybe(nodes, self.config, active) or ConservativePool.maybe(nodes, self.config, active))
         self.modules = build_modules(list(self.config.modules) + list(modules))
         for mod in self.modules:
             mod.on_start(self)
