@@ -34,6 +34,7 @@ from grid_tasks.maui.model import (
 from grid_tasks.maui.profile import StepProfile
 
 Key = tuple[float, int, str]  # (submit time, submission sequence, job id): priority order
+Region = tuple[int, float, float, float]  # (version, a, b, most free in [a, b) when it rose)
 
 
 class ConservativePool:
@@ -65,7 +66,7 @@ class ConservativePool:
         self.ver: dict[str, int] = {}  # version at which each reservation was known immovable
         self.starts: list[tuple[float, Key]] = []  # reservation starts (stale entries skipped)
         self.running: dict[str, tuple[Job, float, float]] = {}  # id -> (job, start, end)
-        self.regions: list[tuple[int, float, float]] = []  # (version, a, b): free went up there
+        self.regions: list[Region] = []  # where free processors went up, newest last
         self.version = 0
         self.freed = False
 
@@ -114,16 +115,19 @@ class ConservativePool:
         self.freed = True
 
     def _rose(self, a: float, b: float) -> None:
-        """Free processors went up over [a, b): reservations may now move earlier."""
+        """Free processors went up over [a, b): reservations may now move earlier.  The
+        most found free there bounds what any point of it offers until it rises again
+        (which is then a newer region)."""
+        top = self._most(a, b)
         self.version += 1
-        self.regions.append((self.version, a, b))
+        self.regions.append((self.version, a, b, top))
 
     # -- iteration -----------------------------------------------------------------
     def iterate(self, now: float) -> IterationResult:
         res = IterationResult(now)
         prof = self.prof
-        if len(prof.times) > 1 and prof.times[1] <= now:
-            prof.prune(now)
+        if len(prof.times) > 16 and prof.times[16] <= now:
+            prof.prune(now)  # now and then: the searches start at ``now`` anyway
         res.considered = len(self.keys)
         if self.freed:
             self.freed = False
@@ -215,42 +219,80 @@ class ConservativePool:
         self.regions = regions
         if not regions:
             return
+        resv, ver, idle = self.res, self.ver, self.idle
         for key in self.keys:
             jid = key[2]
-            r = self.res.get(jid)
-            if r is None or r.start <= now:
+            r = resv.get(jid)
+            if r is None or r.start <= now or ver[jid] == self.version:
                 continue
-            v = self.ver[jid]
-            if v < self.version and self._reachable(v, r, regions):
-                self._advance(self.idle[jid][0], key, r, now, res)
-            self.ver[jid] = self.version
+            job = idle[jid][0]
+            need = job.procs
+            # a window crossing its start needs ``need`` free just before it; one wholly
+            # before it needs room for its walltime (times and vals may be new lists)
+            if (now + job.walltime < r.start or self.prof.vals[bisect_left(self.prof.times, r.start) - 1] >= need) \
+                    and self._reachable(ver[jid], now, r.start, need, regions):
+                self._advance(job, key, r, now, res)
+            ver[jid] = self.version
         self._forget(now)
 
-    @staticmethod
-    def _reachable(v: int, r: Reservation, regions: list[tuple[int, float, float]]) -> bool:
-        """Whether a region newer than ``v`` lies where an earlier window of ``r`` could be."""
-        reach = r.end  # windows start before r.start, so they end before r.end
-        for ver, a, _ in reversed(regions):
+    def _reachable(self, v: int, now: float, start: float, need: int, regions: list[Region]) -> bool:
+        """Whether a region newer than ``v`` offers ``need`` processors before ``start``:
+        a window that did not fit then must cover a point that rose since, and only its
+        part before ``start`` can have failed (from there on its own are given back)."""
+        for ver, a, b, top in reversed(regions):
             if ver <= v:
                 return False
-            if a < reach:
+            if a < start and top >= need and self._most(max(a, now), min(b, start)) >= need:
                 return True
         return False
 
+    def _most(self, a: float, b: float) -> float:
+        """Most processors free at any time in [a, b)."""
+        times = self.prof.times
+        return max(self.prof.vals[bisect_right(times, a) - 1:bisect_left(times, b)])
+
     def _advance(self, job: Job, key: Key, r: Reservation, now: float, res: IterationResult) -> None:
         w, p = job.walltime, job.procs
-        t = self.prof.earliest_without(now, w, p, r.start, (r.start, r.end, p))
+        t = self._earlier(now, w, p, r.start)
         if t == inf:
             return
         old_start, old_end = r.start, r.end
-        self.prof.add(old_start, old_end, p)
-        self.prof.add(t, t + w, -p)
-        r.start, r.end = t, t + w
+        end = t + w
+        if end <= old_start:
+            self.prof.add(t, end, -p)
+            self.prof.add(old_start, old_end, p)
+        else:  # the overlap keeps its processors: only the ends change hands
+            self.prof.add(t, old_start, -p)
+            self.prof.add(end, old_end, p)
+        r.start, r.end = t, end
         heappush(self.starts, (t, key))
         res.reservations_created.append(r)
         gone = max(old_start, r.end)
         if gone < old_end:
             self._rose(gone, old_end)
+
+    def _earlier(self, now: float, w: float, need: int, limit: float) -> float:
+        """Earliest ``t`` in [now, limit) where a job reserved from ``limit`` on would fit
+        instead, else inf (the engine's ``earliest_without`` giving the reservation back).
+
+        From ``limit`` on the job's own processors are given back, so a window there always
+        fits: a start ``t`` fits iff ``need`` stay free from ``t`` for ``w`` or until ``limit``.
+        Only the segments before ``limit`` are read, as runs of enough free processors."""
+        times, vals = self.prof.times, self.prof.vals
+        i = bisect_right(times, now) - 1
+        hi = bisect_left(times, limit, i + 1)
+        if vals[hi - 1] < need and max(vals[i:hi]) < need:
+            return inf
+        t: float | None = None  # start of the current run
+        for k in range(i, hi):
+            if vals[k] < need:
+                t = None
+                continue
+            if t is None:
+                t = now if k == i else times[k]
+            if k + 1 == hi or times[k + 1] >= t + w:
+                return t
+        return inf
 
     def _forget(self, now: float) -> None:
         """Drop regions every reservation has been examined after."""
