@@ -10,15 +10,17 @@ It makes exactly the decisions the general engine makes in that setting:
 * after any job ended (or a reserved job was cancelled) every reservation is, in
   priority order, moved to its earliest start before its current one, once.
 
-The engine re-examines every reservation on every end; here a reservation is only
-re-examined when the free-processor profile went *up* somewhere it could use since it
-was last known immovable.  Every increase (an early end, a cancel, a reservation
-moving away) is recorded as a region with a version number; a reservation remembers the
-version at which it was last placed or re-examined.  A window [t, t + w) with t before
-its start that did not fit then can only fit now if it covers a point whose free count
-rose since, so a reservation no region after its version reaches is left alone: the
-same answer the engine's search would give, without the search.  An end at the
-walltime frees nothing and then nothing is re-examined at all.
+The engine re-examines every reservation on every end.  Here a reservation is only
+re-examined when the free-processor profile went *up* (an early end, a cancel, a
+reservation moving away: a "region") somewhere it could use.  Every reservation is
+immovable right after it is placed or re-examined; a window that did not fit then can
+only fit now if it covers a point that rose since, with enough processors free, before
+the reservation's start (from there on its own processors are given back).  The
+:class:`ReservationBook` finds exactly the reservations for which such a point exists.
+A region found during a pass is applied to the jobs after the one that moved away, and
+again to everyone at the next pass (the engine's single pass examines the earlier jobs
+only then); after that it is forgotten.  An end at the walltime frees nothing, and the
+next pass re-examines nothing unless a region is pending.
 """
 
 from __future__ import annotations
@@ -32,9 +34,7 @@ from grid_tasks.maui.model import (
     ACL, IterationResult, Job, Node, Reservation, ReservationKind, SchedulerError, Start,
 )
 from grid_tasks.maui.profile import StepProfile
-
-Key = tuple[float, int, str]  # (submit time, submission sequence, job id): priority order
-Region = tuple[int, float, float, float]  # (version, a, b, most free in [a, b) when it rose)
+from grid_tasks.maui.reservation_book import Key, ReservationBook
 
 
 class ConservativePool:
@@ -62,12 +62,9 @@ class ConservativePool:
         self.keys: list[Key] = []  # idle jobs in priority order
         self.idle: dict[str, tuple[Job, Key]] = {}
         self.fresh: list[Key] = []  # idle jobs not considered yet (no reservation)
-        self.res: dict[str, Reservation] = {}
-        self.ver: dict[str, int] = {}  # version at which each reservation was known immovable
-        self.starts: list[tuple[float, Key]] = []  # reservation starts (stale entries skipped)
+        self.book = ReservationBook()
         self.running: dict[str, tuple[Job, float, float]] = {}  # id -> (job, start, end)
-        self.regions: list[Region] = []  # where free processors went up, newest last
-        self.version = 0
+        self.regions: list[tuple[float, float]] = []  # where free processors rose, not yet applied
         self.freed = False
 
     def accepts(self, job: Job) -> bool:
@@ -88,7 +85,7 @@ class ConservativePool:
         a = max(start, now)
         if end > a:  # ended before its walltime: the rest of it is free again
             self.prof.add(a, end, job.procs)
-            self._rose(a, end)
+            self.regions.append((a, end))
         self.freed = True
 
     def restore(self, job: Job, start: float, now: float) -> None:
@@ -105,22 +102,13 @@ class ConservativePool:
             raise SchedulerError(f"job {job_id} is not idle")
         job, key = entry
         del self.keys[bisect_left(self.keys, key)]
-        r = self.res.pop(job_id, None)
+        r = self.book.pop(key)
         if r is None:
             self.fresh.remove(key)
             return
-        del self.ver[job_id]
         self.prof.add(r.start, r.end, job.procs)
-        self._rose(r.start, r.end)
+        self.regions.append((r.start, r.end))
         self.freed = True
-
-    def _rose(self, a: float, b: float) -> None:
-        """Free processors went up over [a, b): reservations may now move earlier.  The
-        most found free there bounds what any point of it offers until it rises again
-        (which is then a newer region)."""
-        top = self._most(a, b)
-        self.version += 1
-        self.regions.append((self.version, a, b, top))
 
     # -- iteration -----------------------------------------------------------------
     def iterate(self, now: float) -> IterationResult:
@@ -132,23 +120,12 @@ class ConservativePool:
         if self.freed:
             self.freed = False
             self._compress(now, res)
-        due = self._due(now)
+        due = self.fresh + self.book.due(now)
+        self.fresh = []
         if due:
+            due.sort()
             self._run_due(due, now, res)
         return res
-
-    def _due(self, now: float) -> list[Key]:
-        """Jobs to act on now: reservations beginning by now, and jobs never considered."""
-        due = self.fresh
-        self.fresh = []
-        starts = self.starts
-        while starts and starts[0][0] <= now:
-            t, key = heappop(starts)
-            r = self.res.get(key[2])
-            if r is not None and r.start == t:
-                due.append(key)
-        due.sort()
-        return due
 
     def _first_blocked(self, due: list[Key]) -> Key | None:
         """The highest-priority job that keeps waiting on a later reservation."""
@@ -173,15 +150,14 @@ class ConservativePool:
         """Start the job now if it fits (in its reservation or beside all), else reserve."""
         prof = self.prof
         end = now + job.walltime
-        r = self.res.pop(job.id, None)
+        r = self.book.pop(key)
         if r is not None:
-            del self.ver[job.id]
             if r.start == now:  # its reservation begins now: the same interval, running
                 self._started(job, key, now, res, backfill)
                 res.reservations_released.append(r)
                 return True
             prof.add(r.start, r.end, job.procs)
-            self._rose(r.start, r.end)
+            self.regions.append((r.start, r.end))
         if prof.min_over(now, end) >= job.procs:
             prof.add(now, end, -job.procs)
             self._started(job, key, now, res, backfill)
@@ -205,58 +181,43 @@ class ConservativePool:
                         procs_per_task=job.procs_per_task, kind=ReservationKind.JOB,
                         job_id=job.id, allocation={self.name: job.tasks})
         self.prof.add(t, r.end, -job.procs)
-        self.res[job.id] = r
-        self.ver[job.id] = self.version
-        heappush(self.starts, (t, key))
+        self.book.add(key, job.procs, r)
         res.reservations_created.append(r)
 
     # -- compression: reservations move earlier after something was freed -------------
     def _compress(self, now: float, res: IterationResult) -> None:
-        """Every reservation, in priority order, to its earliest start before its own —
-        examined only when a region where free processors rose since it was last known
-        immovable lies within its reach."""
-        regions = [g for g in self.regions if g[2] > now]  # the past helps nobody
-        self.regions = regions
-        if not regions:
-            return
-        resv, ver, idle = self.res, self.ver, self.idle
-        for key in self.keys:
-            jid = key[2]
-            r = resv.get(jid)
-            if r is None or r.start <= now or ver[jid] == self.version:
-                continue
-            job = idle[jid][0]
-            need = job.procs
-            # a window crossing its start needs ``need`` free just before it; one wholly
-            # before it needs room for its walltime (times and vals may be new lists)
-            if (now + job.walltime < r.start or self.prof.vals[bisect_left(self.prof.times, r.start) - 1] >= need) \
-                    and self._reachable(ver[jid], now, r.start, need, regions):
-                self._advance(job, key, r, now, res)
-            ver[jid] = self.version
-        self._forget(now)
+        """The engine's pass (every reservation, in priority order, to its earliest start
+        before its own) over the reservations a pending region could help."""
+        pending = [g for g in self.regions if g[1] > now]  # the past helps nobody
+        self.regions = []
+        found: dict[Key, float] = {}
+        todo: list[Key] = []
+        for a, b in pending:
+            for key in self.book.nominate(self.prof, a, b, now, None, found):
+                heappush(todo, key)
+        while todo:
+            key = heappop(todo)
+            moved = self._advance(key, now, found[key], res)
+            if moved is not None:
+                self.regions.append(moved)  # the jobs before this one see it next pass
+                for later in self.book.nominate(self.prof, moved[0], moved[1], now, key, found):
+                    heappush(todo, later)
 
-    def _reachable(self, v: int, now: float, start: float, need: int, regions: list[Region]) -> bool:
-        """Whether a region newer than ``v`` offers ``need`` processors before ``start``:
-        a window that did not fit then must cover a point that rose since, and only its
-        part before ``start`` can have failed (from there on its own are given back)."""
-        for ver, a, b, top in reversed(regions):
-            if ver <= v:
-                return False
-            if a < start and top >= need and self._most(max(a, now), min(b, start)) >= need:
-                return True
-        return False
-
-    def _most(self, a: float, b: float) -> float:
-        """Most processors free at any time in [a, b)."""
-        times = self.prof.times
-        return max(self.prof.vals[bisect_right(times, a) - 1:bisect_left(times, b)])
-
-    def _advance(self, job: Job, key: Key, r: Reservation, now: float, res: IterationResult) -> None:
-        w, p = job.walltime, job.procs
-        t = self._earlier(now, w, p, r.start)
+    def _advance(self, key: Key, now: float, reach: float, res: IterationResult) -> tuple[float, float] | None:
+        """Move the job's reservation to its earliest start before the current one (a
+        window beginning before ``reach``); returns the region it gave up, if any."""
+        r = self.book.get(key[2])
+        if r is None or r.start <= now:
+            return None
+        job = self.idle[key[2]][0]
+        w, p, old_start, old_end = job.walltime, job.procs, r.start, r.end
+        # a window crossing its start needs ``p`` free just before it; one wholly
+        # before it needs room for its walltime
+        if now + w >= old_start and self.prof.vals[bisect_left(self.prof.times, old_start) - 1] < p:
+            return None
+        t = self._earlier(now, w, p, old_start, reach)
         if t == inf:
-            return
-        old_start, old_end = r.start, r.end
+            return None
         end = t + w
         if end <= old_start:
             self.prof.add(t, end, -p)
@@ -264,40 +225,37 @@ class ConservativePool:
         else:  # the overlap keeps its processors: only the ends change hands
             self.prof.add(t, old_start, -p)
             self.prof.add(end, old_end, p)
-        r.start, r.end = t, end
-        heappush(self.starts, (t, key))
+        self.book.move(key, r, t, end)
         res.reservations_created.append(r)
-        gone = max(old_start, r.end)
-        if gone < old_end:
-            self._rose(gone, old_end)
+        gone = max(old_start, end)
+        return (gone, old_end) if gone < old_end else None
 
-    def _earlier(self, now: float, w: float, need: int, limit: float) -> float:
+    def _earlier(self, now: float, w: float, need: int, limit: float, reach: float = inf) -> float:
         """Earliest ``t`` in [now, limit) where a job reserved from ``limit`` on would fit
         instead, else inf (the engine's ``earliest_without`` giving the reservation back).
 
         From ``limit`` on the job's own processors are given back, so a window there always
         fits: a start ``t`` fits iff ``need`` stay free from ``t`` for ``w`` or until ``limit``.
-        Only the segments before ``limit`` are read, as runs of enough free processors."""
+        Only the segments before ``limit`` are read, as runs of enough free processors,
+        and no run beginning at ``reach`` or later is tried."""
         times, vals = self.prof.times, self.prof.vals
         i = bisect_right(times, now) - 1
         hi = bisect_left(times, limit, i + 1)
         if vals[hi - 1] < need and max(vals[i:hi]) < need:
             return inf
+        last = bisect_left(times, reach, i + 1)  # runs begin at segments before this one
         t: float | None = None  # start of the current run
         for k in range(i, hi):
             if vals[k] < need:
                 t = None
                 continue
             if t is None:
+                if k >= last:
+                    return inf
                 t = now if k == i else times[k]
             if k + 1 == hi or times[k + 1] >= t + w:
                 return t
         return inf
-
-    def _forget(self, now: float) -> None:
-        """Drop regions every reservation has been examined after."""
-        oldest = min(self.ver.values(), default=self.version)
-        self.regions = [g for g in self.regions if g[0] > oldest and g[2] > now]
 
     # -- queries and hand-over -------------------------------------------------------
     @property
@@ -305,21 +263,12 @@ class ConservativePool:
         return [self.idle[key[2]][0] for key in self.keys]
 
     def next_wakeup(self, now: float) -> float | None:
-        starts = self.starts
-        while starts:
-            t, key = starts[0]
-            r = self.res.get(key[2])
-            if r is not None and r.start == t:
-                break
-            heappop(starts)
-        if starts and starts[0][0] > now:
-            return starts[0][0]
-        later = [r.start for r in self.res.values() if r.start > now]
-        return min(later) if later else None
+        return self.book.next_start(now)
 
     def held(self) -> list[tuple[Job, Reservation]]:
         """Job reservations with their jobs, in priority order."""
-        return [(self.idle[k[2]][0], self.res[k[2]]) for k in self.keys if k[2] in self.res]
+        book = self.book
+        return [(self.idle[k[2]][0], book.res[k[2]]) for k in self.keys if k[2] in book.res]
 
     def reservations(self) -> list[Reservation]:
         out = [

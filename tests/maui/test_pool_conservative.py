@@ -16,6 +16,7 @@ import pytest
 from grid_tasks.maui import Job, Node, Scheduler, SchedulerConfig
 from grid_tasks.maui.pool import Pool
 from grid_tasks.maui.pool_conservative import ConservativePool
+from grid_tasks.maui.reservation_book import ReservationBook
 from tests.maui import driver
 
 
@@ -90,12 +91,26 @@ def test_random_workloads_decide_as_the_general_engine(seed):
     assert any(decided[0] for _, decided in log)  # something started: the run did work
 
 
-def test_the_comparison_catches_a_fast_path_that_skips_compression(monkeypatch):
-    """Pretend no freed region can ever help a reservation: reservations stop moving
-    earlier after early ends, and the lock step must notice on some workload."""
-    monkeypatch.setattr(ConservativePool, "_reachable", lambda *args: False)
+def _forget_pass_regions(monkeypatch):
+    """Drop the regions a pass found instead of applying them to everyone next pass (the
+    engine's single pass examines the jobs before the one that moved only then)."""
+    real = ConservativePool._compress
+
+    def compress(self, now, res):
+        real(self, now, res)
+        self.regions = []
+
+    monkeypatch.setattr(ConservativePool, "_compress", compress)
+
+
+@pytest.mark.parametrize("breakage", [
+    lambda mp: mp.setattr(ReservationBook, "nominate", lambda *args: []),
+    _forget_pass_regions,
+], ids=["never-compress", "forget-pass-regions"])
+def test_the_comparison_catches_a_broken_fast_path(monkeypatch, breakage):
+    breakage(monkeypatch)
     caught = 0
-    for seed in range(10):
+    for seed in range(30):
         rng = random.Random(seed)
         size = rng.choice([4, 8, 16, 32])
         try:
