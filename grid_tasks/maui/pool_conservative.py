@@ -64,7 +64,8 @@ class ConservativePool:
         self.fresh: list[Key] = []  # idle jobs not considered yet (no reservation)
         self.book = ReservationBook()
         self.running: dict[str, tuple[Job, float, float]] = {}  # id -> (job, start, end)
-        self.regions: list[tuple[float, float]] = []  # where free processors rose, not yet applied
+        # where free processors rose, not yet applied: (a, b, only to jobs before this one)
+        self.regions: list[tuple[float, float, Key | None]] = []
         self.freed = False
 
     def accepts(self, job: Job) -> bool:
@@ -85,7 +86,7 @@ class ConservativePool:
         a = max(start, now)
         if end > a:  # ended before its walltime: the rest of it is free again
             self.prof.add(a, end, job.procs)
-            self.regions.append((a, end))
+            self.regions.append((a, end, None))
         self.freed = True
 
     def restore(self, job: Job, start: float, now: float) -> None:
@@ -107,7 +108,7 @@ class ConservativePool:
             self.fresh.remove(key)
             return
         self.prof.add(r.start, r.end, job.procs)
-        self.regions.append((r.start, r.end))
+        self.regions.append((r.start, r.end, None))
         self.freed = True
 
     # -- iteration -----------------------------------------------------------------
@@ -157,7 +158,7 @@ class ConservativePool:
                 res.reservations_released.append(r)
                 return True
             prof.add(r.start, r.end, job.procs)
-            self.regions.append((r.start, r.end))
+            self.regions.append((r.start, r.end, None))
         if prof.min_over(now, end) >= job.procs:
             prof.add(now, end, -job.procs)
             self._started(job, key, now, res, backfill)
@@ -192,15 +193,16 @@ class ConservativePool:
         self.regions = []
         found: dict[Key, float] = {}
         todo: list[Key] = []
-        for a, b in pending:
-            for key in self.book.nominate(self.prof, a, b, now, None, found):
+        for a, b, upto in pending:
+            for key in self.book.nominate(self.prof, a, b, now, None, upto, found):
                 heappush(todo, key)
         while todo:
             key = heappop(todo)
             moved = self._advance(key, now, found[key], res)
             if moved is not None:
-                self.regions.append(moved)  # the jobs before this one see it next pass
-                for later in self.book.nominate(self.prof, moved[0], moved[1], now, key, found):
+                a, b = moved
+                self.regions.append((a, b, key))  # the jobs before this one see it next pass
+                for later in self.book.nominate(self.prof, a, b, now, key, None, found):
                     heappush(todo, later)
 
     def _advance(self, key: Key, now: float, reach: float, res: IterationResult) -> tuple[float, float] | None:

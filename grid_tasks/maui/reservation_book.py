@@ -95,10 +95,11 @@ class ReservationBook:
         return min(later) if later else None
 
     def nominate(self, prof: StepProfile, a: float, b: float, now: float, after: Key | None,
-                 found: dict[Key, float]) -> list[Key]:
-        """Reservations (of jobs after ``after`` in priority order) that the free processors
-        of [a, b) could let move earlier; ``found`` maps each nominated key to the latest
-        region end seen for it (a window must begin before it).  Returns the new keys."""
+                 upto: Key | None, found: dict[Key, float]) -> list[Key]:
+        """Reservations (of jobs after ``after`` and before ``upto`` in priority order) that
+        the free processors of [a, b) could let move earlier; ``found`` maps each nominated
+        key to the latest region end seen for it (a window must begin before it).
+        Returns the newly nominated keys."""
         lo = max(a, now)
         if b <= lo or not self.needs:
             return []
@@ -113,7 +114,7 @@ class ReservationBook:
             tau = lo if k == 0 else times[i + k]
             bucket = self.buckets[need]
             for _, key in bucket[bisect_right(bucket, (tau, _LAST)):]:
-                if after is not None and key <= after:
+                if (after is not None and key <= after) or (upto is not None and key >= upto):
                     continue
                 seen = found.get(key)
                 if seen is None:
