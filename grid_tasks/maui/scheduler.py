@@ -7,8 +7,9 @@ backfill without delaying any reservation, statistics.  It returns decisions and
 does I/O or reads the clock.
 
 A single node carrying only processor requests (a trace machine) with submission-order
-priority runs on the pool fast path (:mod:`grid_tasks.maui.pool`), which makes the same
-decisions in O(1)-ish time per event; anything else moves the state to the general
+priority runs on a pool fast path (:mod:`grid_tasks.maui.pool` for depth 0 or 1,
+:mod:`grid_tasks.maui.pool_conservative` for conservative backfill), which makes the
+same decisions at a fraction of the cost; anything else moves the state to the general
 engine, once and for all.
 """
 
