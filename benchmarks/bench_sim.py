@@ -118,15 +118,20 @@ def main() -> None:
     print("whole-trace replays, pyss conventions (wall time includes reading the trace)")
     worst_ratio, peak = float("inf"), 0.0
     for trace in args.traces.split(","):
+        walls: dict[str, float] = {}
         for policy in args.policies.split(","):
             row = run_child(trace, policy, args.timeout)
             if row is None:
                 print(f"{trace:9} {policy:13} timed out after {args.timeout:.0f} s")
                 continue
             print(report(row), flush=True)
+            walls[policy] = row["wall_s"]
             peak = max(peak, row["peak_rss_mb"])
             if policy == "easy":
                 worst_ratio = min(worst_ratio, TRACES[trace][2] / row["wall_s"])
+        if "easy" in walls:
+            print("".join(f"{trace:9} {p:13} {w / walls['easy']:8.2f}x the EASY replay's time\n"
+                          for p, w in walls.items() if p != "easy"), end="")
     if worst_ratio != float("inf"):
         print(f"EASY: slowest speed-up over the reference {worst_ratio:.1f}x (target >= 10x)")
     print(f"largest peak memory {peak:.1f} MB (target < 1024 MB)")
