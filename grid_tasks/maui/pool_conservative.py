@@ -67,6 +67,7 @@ class ConservativePool:
         # where free processors rose, not yet applied: (a, b, only to jobs before this one)
         self.regions: list[tuple[float, float, Key | None]] = []
         self.freed = False
+        self.gaps: dict[tuple[int, float], tuple[float, float]] = {}  # see _gap
 
     def accepts(self, job: Job) -> bool:
         return job.simple and job.procs <= self.size and not job.priority
@@ -193,6 +194,7 @@ class ConservativePool:
         self.regions = []
         found: dict[Key, float] = {}
         todo: list[Key] = []
+        self.gaps = {}
         for a, b, upto in pending:
             for key in self.book.nominate(self.prof, a, b, now, None, upto, found):
                 heappush(todo, key)
@@ -213,13 +215,18 @@ class ConservativePool:
             return None
         job = self.idle[key[2]][0]
         w, p, old_start, old_end = job.walltime, job.procs, r.start, r.end
-        # a window crossing its start needs ``p`` free just before it; one wholly
-        # before it needs room for its walltime
-        if now + w >= old_start and self.prof.vals[bisect_left(self.prof.times, old_start) - 1] < p:
+        times = self.prof.times
+        last = bisect_left(times, old_start) - 1
+        if self.prof.vals[last] >= p:  # a window may cross its start (own given back there)
+            t = self._earlier(now, w, p, old_start, reach)
+        elif now + w < old_start:  # only a window wholly before it: a gap ending by ``last``
+            t = self._gap(now, w, p, times[last])
+            t = t if t < reach else inf
+        else:
             return None
-        t = self._earlier(now, w, p, old_start, reach)
         if t == inf:
             return None
+        self.gaps = {}  # the profile changes
         end = t + w
         if end <= old_start:
             self.prof.add(t, end, -p)
@@ -231,6 +238,36 @@ class ConservativePool:
         res.reservations_created.append(r)
         gone = max(old_start, end)
         return (gone, old_end) if gone < old_end else None
+
+    def _gap(self, now: float, w: float, need: int, end_by: float) -> float:
+        """Earliest ``t >= now`` with ``need`` free over [t, t + w) and ``t + w <= end_by``.
+
+        Jobs of one size and walltime ask the same between two moves; the answer (or how
+        far nothing was found) is kept in ``gaps`` until the profile changes: a window
+        found at ``t`` is the earliest, so none ends before ``t + w``."""
+        hit = self.gaps.get((need, w))
+        if hit is not None:
+            t, searched = hit
+            if t < inf:
+                return t if t + w <= end_by else inf
+            if searched >= end_by:
+                return inf
+        times, vals = self.prof.times, self.prof.vals
+        i = bisect_right(times, now) - 1
+        t = inf
+        run: float | None = None  # start of the current run of enough free processors
+        for k in range(i, bisect_left(times, end_by, i + 1)):
+            if vals[k] < need:
+                run = None
+                continue
+            if run is None:
+                run = now if k == i else times[k]
+            nxt = times[k + 1] if k + 1 < len(times) else inf
+            if nxt >= run + w:
+                t = run if run + w <= end_by else inf
+                break
+        self.gaps[(need, w)] = (t, end_by)
+        return t
 
     def _earlier(self, now: float, w: float, need: int, limit: float, reach: float = inf) -> float:
         """Earliest ``t`` in [now, limit) where a job reserved from ``limit`` on would fit
