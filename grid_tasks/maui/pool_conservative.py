@@ -67,7 +67,7 @@ class ConservativePool:
         # where free processors rose, not yet applied: (a, b, only to jobs before this one)
         self.regions: list[tuple[float, float, Key | None]] = []
         self.freed = False
-        self.gaps: dict[tuple[int, float], tuple[float, float]] = {}  # see _gap
+        self.gaps: list[tuple[int, float, float, float]] = []  # see _gap
 
     def accepts(self, job: Job) -> bool:
         return job.simple and job.procs <= self.size and not job.priority
@@ -194,7 +194,7 @@ class ConservativePool:
         self.regions = []
         found: dict[Key, float] = {}
         todo: list[Key] = []
-        self.gaps = {}
+        self.gaps = []
         for a, b, upto in pending:
             for key in self.book.nominate(self.prof, a, b, now, None, upto, found):
                 heappush(todo, key)
@@ -226,7 +226,7 @@ class ConservativePool:
             return None
         if t == inf:
             return None
-        self.gaps = {}  # the profile changes
+        self.gaps = []  # the profile changes
         end = t + w
         if end <= old_start:
             self.prof.add(t, end, -p)
@@ -242,19 +242,19 @@ class ConservativePool:
     def _gap(self, now: float, w: float, need: int, end_by: float) -> float:
         """Earliest ``t >= now`` with ``need`` free over [t, t + w) and ``t + w <= end_by``.
 
-        Jobs of one size and walltime ask the same between two moves; the answer (or how
-        far nothing was found) is kept in ``gaps`` until the profile changes: a window
-        found at ``t`` is the earliest, so none ends before ``t + w``."""
-        hit = self.gaps.get((need, w))
-        if hit is not None:
-            t, searched = hit
-            if t < inf:
-                return t if t + w <= end_by else inf
-            if searched >= end_by:
-                return inf
+        Between two moves many reservations ask this; the answers (or how far nothing was
+        found) are kept in ``gaps`` until the profile changes.  A request for no more
+        processors and no longer bounds a bigger one: its earliest gap ``t`` comes no
+        later, and where it has none, neither has the bigger one."""
+        for n, d, t, searched in self.gaps:
+            if n <= need and d <= w:
+                if t < inf and (t + d > end_by or (n == need and d == w)):
+                    return t if t + w <= end_by else inf
+                if t == inf and searched >= end_by:
+                    return inf
         times, vals = self.prof.times, self.prof.vals
         i = bisect_right(times, now) - 1
-        t = inf
+        found = inf
         run: float | None = None  # start of the current run of enough free processors
         for k in range(i, bisect_left(times, end_by, i + 1)):
             if vals[k] < need:
@@ -262,12 +262,11 @@ class ConservativePool:
                 continue
             if run is None:
                 run = now if k == i else times[k]
-            nxt = times[k + 1] if k + 1 < len(times) else inf
-            if nxt >= run + w:
-                t = run if run + w <= end_by else inf
+            if times[k + 1] >= run + w:  # k + 1 exists: end_by is a segment start after k
+                found = run
                 break
-        self.gaps[(need, w)] = (t, end_by)
-        return t
+        self.gaps.append((need, w, found, end_by))
+        return found
 
     def _earlier(self, now: float, w: float, need: int, limit: float, reach: float = inf) -> float:
         """Earliest ``t`` in [now, limit) where a job reserved from ``limit`` on would fit
