@@ -7,22 +7,24 @@ import re
 from contextlib import nullcontext
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import click
 from rich.console import Console
-from rich.progress import Progress
+from rich.markup import escape
+from rich.progress import Progress, TaskID
 
 from grid_tasks.cli.simulate_grid import grid_command
-from grid_tasks.cli.simulate_input import cluster_specs, progress_bar
+from grid_tasks.cli.simulate_input import BarTicker, cluster_specs, progress_bar
+from grid_tasks.cli.simulate_show import Run, json_object, print_rich
 from grid_tasks.errors import GridTasksError
 from grid_tasks.sim.conventions import CONVENTIONS
+from grid_tasks.sim.compare import Comparison, compare
 from grid_tasks.sim.core import POLICIES
+from grid_tasks.sim.feasibility import NeverStart
 from grid_tasks.sim.metrics import write_jobs
-from grid_tasks.sim.replay import ClusterSpec, Replay, ReplayError, ReplayResult
-from grid_tasks.sim.report import Column, columns_for, groups_table, summary_table
+from grid_tasks.sim.replay import ClusterSpec, Replay, ReplayError
 
 _DURATION = re.compile(r"^\s*(-?\d+(?:\.\d+)?)\s*([smhd]?)\s*$")
 _UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -44,21 +46,6 @@ def parse_window(text: str) -> tuple[float, float]:
     if not bounds[1] > bounds[0]:
         raise ReplayError(f"--gantt {text!r}: END must be after START")
     return bounds[0], bounds[1]
-
-
-@dataclass
-class Run:
-    """One policy's replay and its wall time."""
-
-    label: str
-    result: ReplayResult
-    sim_wall_s: float
-    window: tuple[float, float] | None
-
-    def headline(self) -> dict[str, Any]:
-        out = self.result.to_dict()
-        out["sim_wall_s"] = self.sim_wall_s
-        return out
 
 
 def _policies(policy: str, config: str | None, compare: str | None) -> list[tuple[str | None, str | None]]:
@@ -83,27 +70,70 @@ def _policies(policy: str, config: str | None, compare: str | None) -> list[tupl
     return out
 
 
-def _replay(specs: list[ClusterSpec], preset: str | None, config: str | None, opts: dict[str, Any],
-            bar: Progress | None) -> Run:
-    begin = time.perf_counter()
-    window = opts["window"]
+def _setup(specs: list[ClusterSpec], preset: str | None, config: str | None,
+           opts: dict[str, Any]) -> Replay:
+    """A replay ready to run (its Gantt window chosen when plots are asked for)."""
     replay = Replay(specs, policy=preset, config=config, conventions=opts["conventions"],
-                    first=opts["first"], skip_bad=opts["skip_bad"], window=window,
+                    first=opts["first"], skip_bad=opts["skip_bad"], window=opts["window"],
                     align=opts["align"])
-    if window is None and opts["plots"]:
+    if opts["window"] is None and opts["plots"]:
         first = replay.engine.next_time() or 0.0
-        window = (first + DEFAULT_GANTT_OFFSET, first + DEFAULT_GANTT_OFFSET + DEFAULT_GANTT_LENGTH)
-        replay.watch(window)
-    tick = None
-    if bar is not None:
-        task = bar.add_task(replay.policy, total=replay.expected_jobs())
-        tick = lambda r: bar.update(task, completed=r.submitted())  # noqa: E731
-    result = replay.run(progress=tick)
+        replay.watch((first + DEFAULT_GANTT_OFFSET,
+                      first + DEFAULT_GANTT_OFFSET + DEFAULT_GANTT_LENGTH))
+    return replay
+
+
+def _warn_never_start(found: dict[str, list[NeverStart]]) -> None:
+    """Before any replay: each limit that can never let some jobs start, once."""
+    console = Console(stderr=True)
+    said: set[str] = set()
+    for findings in found.values():
+        for finding in findings:
+            message = finding.message()
+            if message not in said:
+                said.add(message)
+                console.print(f"[yellow]warning: {escape(message)}[/yellow]", highlight=False)
+
+
+def _run(replay: Replay, never: list[NeverStart], bar: Progress | None,
+         task: TaskID | None) -> Run:
+    begin = time.perf_counter()
+    ticker = BarTicker(bar, task) if bar is not None and task is not None else None
+    result = replay.run(progress=ticker)
+    if bar is not None and task is not None:
+        bar.update(task, completed=len(result.jobs), submitted=replay.submitted())
     if result.summary is None:
         facts = "; ".join(f"{c.name}: {c.reader.job_lines} job lines, {c.convention.dropped} dropped, "
                           f"{c.reader.bad_lines} bad" for c in result.clusters)
         raise ReplayError(f"no measured job finished, nothing to report ({facts})")
-    return Run(replay.policy, result, time.perf_counter() - begin, window)
+    return Run(replay.policy, result, time.perf_counter() - begin, replay.window, never)
+
+
+def _run_all(specs: list[ClusterSpec], pairs: list[tuple[str | None, str | None]],
+             opts: dict[str, Any], show_bar: bool) -> list[Run]:
+    """Set every policy up, say what can never start, then replay them in turn, each
+    with its own task on the bar (all shown from the start, each moving when it runs)."""
+    replays: list[Replay] = []
+    try:
+        for preset, cfg in pairs:
+            replays.append(_setup(specs, preset, cfg, opts))
+        status = Console(stderr=True).status("checking the throttles against the traces")
+        with status if show_bar else nullcontext():  # a whole trace is read once more
+            never = {str(i): r.never_start() for i, r in enumerate(replays)}
+        _warn_never_start(never)
+        bar = progress_bar(show_bar, submitted=True)
+        with bar if bar is not None else nullcontext():
+            tasks = [bar.add_task(r.policy, total=r.expected_jobs(), submitted=0)
+                     if bar is not None else None for r in replays]
+            return [_run(r, never[str(i)], bar, tasks[i]) for i, r in enumerate(replays)]
+    finally:
+        for replay in replays:
+            replay.close()
+
+
+def _comparison(runs: list[Run]) -> Comparison:
+    return compare([(r.label, r.result.jobs, r.result.unfinished, r.result.summary)
+                    for r in runs], sum(c.procs for c in runs[0].result.clusters))
 
 
 def _jobs_path(base: str, label: str, several: bool) -> Path:
@@ -114,7 +144,8 @@ def _jobs_path(base: str, label: str, several: bool) -> Path:
     return path.with_name(f"{path.stem}-{safe}{path.suffix}")
 
 
-def _write_outputs(runs: list[Run], opts: dict[str, Any]) -> list[str]:
+def _write_outputs(runs: list[Run], opts: dict[str, Any],
+                   cmp: Comparison | None) -> list[str]:
     written: list[str] = []
     if opts["jobs_out"]:
         for run in runs:
@@ -122,19 +153,37 @@ def _write_outputs(runs: list[Run], opts: dict[str, Any]) -> list[str]:
             write_jobs(run.result.jobs, path)
             written.append(str(path))
     if opts["plots"]:
-        written.extend(str(p) for p in _write_plots(runs, Path(opts["plots"])))
+        written.extend(str(p) for p in _write_plots(runs, Path(opts["plots"]), cmp))
     return written
 
 
-def _write_plots(runs: list[Run], folder: Path) -> list[Path]:
-    """Utilization and wait CDF over every run, one Gantt chart per run."""
+def _plot_basis(runs: list[Run], cmp: Comparison | None) -> tuple[dict[str, list[Any]], str]:
+    """The jobs each run's comparison plots draw, and the words saying which they are."""
+    if cmp is None:
+        run = runs[0]
+        left = run.result.unfinished
+        return ({run.label: run.result.jobs},
+                f"{left:,} unfinished job(s) not shown" if left else "")
+    if cmp.same_jobs:
+        return cmp.common_jobs, f"all {cmp.common_size:,} measured jobs"
+    return cmp.common_jobs, f"the {cmp.common_size:,} jobs every policy finished"
+
+
+def _write_plots(runs: list[Run], folder: Path, cmp: Comparison | None) -> list[Path]:
+    """Utilization and wait CDF over every run (on the common set when comparing), one
+    Gantt chart per run."""
     from grid_tasks.sim import plots  # matplotlib is slow to import: only when asked
 
+    jobs_of, basis = _plot_basis(runs, cmp)
     util = [(f"{r.label} {c.name}" if len(r.result.clusters) > 1 else r.label,
-             [j for j in r.result.jobs if j.cluster == c.name], c.procs)
+             [j for j in jobs_of[r.label] if j.cluster == c.name], c.procs)
             for r in runs for c in r.result.clusters]
-    out = [plots.plot_utilization(util, folder / "utilization.png"),
-           plots.plot_wait_cdf([(r.label, r.result.jobs) for r in runs], folder / "wait_cdf.png")]
+    left = {r.label: r.result.unfinished for r in runs}
+    legend = {x: f"{x} ({left[x]:,} unfinished)" if cmp is not None and left[x] else x
+              for x in left}
+    out = [plots.plot_utilization(util, folder / "utilization.png", basis=basis),
+           plots.plot_wait_cdf([(legend[r.label], jobs_of[r.label]) for r in runs],
+                               folder / "wait_cdf.png", basis=basis)]
     for run in runs:
         window, reservations = run.window, run.result.reservations
         jobs = run.result.jobs
@@ -146,33 +195,6 @@ def _write_plots(runs: list[Run], folder: Path) -> list[Path]:
         out.append(plots.plot_gantt(jobs, window, folder / f"gantt-{name}.png",
                                     reservations=reservations, title=run.label))
     return out
-
-
-def _print_rich(runs: list[Run], written: list[str], show_groups: bool) -> None:
-    console = Console()
-    if len(runs) == 1:
-        columns = columns_for(runs[0].result, runs[0].sim_wall_s)
-    else:
-        columns = [Column(r.label, r.result.summary, r.sim_wall_s, r.result.events)
-                   for r in runs if r.result.summary is not None]
-    first = runs[0].result
-    title = "Replay of " + ", ".join(f"{c.name} (P={c.procs})" for c in first.clusters)
-    console.print(summary_table(columns, title=f"{title}, {first.conventions} conventions"))
-    for cluster in first.clusters:
-        info = cluster.info()
-        console.print(f"{cluster.name}: {info['job_lines']:,} job lines, {info['bad_lines']:,} bad "
-                      f"skipped, {info['dropped']:,} dropped, {info['unmeasured']:,} simulated "
-                      "but unmeasured", highlight=False)
-    if show_groups and len(runs) == 1 and first.summary is not None:
-        console.print(groups_table(first.summary.by_size, "By job size (processors)", "size"))
-        console.print(groups_table(first.summary.by_user, "Top users by processor-hours", "user",
-                                   top=10))
-    for run in runs:
-        if run.result.unfinished:
-            console.print(f"[yellow]warning: {run.label}: {run.result.unfinished} job(s) never "
-                          "finished (the core could not place them)[/yellow]")
-    for path in written:
-        console.print(f"wrote {path}", highlight=False)
 
 
 @click.command("simulate")
@@ -244,9 +266,24 @@ def simulate(traces: tuple[str, ...], clusters: tuple[str, ...], policy: str, co
                1-second jobs, estimate = max(req, run, 1), ...)
 
     \b
+    --compare measures every policy on the same jobs: the headline metrics are
+    computed on the measured jobs EVERY policy finished (the common set), each
+    policy's jobs left unfinished are a row of their own, and when the sets
+    differ a second section gives each policy's figures on its own finished
+    jobs (not comparable).  The line above the table says which set is used;
+    --plots draws the utilization and wait CDF on the common set too.
+
+    \b
+    A maui.cfg whose throttles can never start some jobs (MAXPROC, MAXPS,
+    MAXNODE or MAXJOB of a credential or system-wide below one job's size) is
+    reported before the replay, once per limit, with its line in the file;
+    those jobs stay unfinished.
+
+    \b
     --json prints one object: jobs_measured, mean_wait_s, mean_bsld, utilization,
-    makespan_s, sim_wall_s, percentiles, and per-cluster input counts; with
-    --compare, {"compare": [...], "policies": {name: object}}.
+    makespan_s, sim_wall_s, unfinished, never_start, percentiles, and per-cluster
+    input counts; with --compare, {"compare": [...], "common_jobs": N,
+    "unfinished": {name: n}, "policies": {name: object with "common_set"}}.
 
     \b
     --grid (seed 002's argument, measured): each trace is a cluster; a seeded
@@ -278,28 +315,15 @@ def simulate(traces: tuple[str, ...], clusters: tuple[str, ...], policy: str, co
     show_bar = (not as_json and sys.stderr.isatty()) if progress is None else progress
     try:
         specs = cluster_specs(traces, clusters, procs)
-        bar = progress_bar(show_bar)
-        runs: list[Run] = []
-        with bar if bar is not None else nullcontext():
-            for preset, cfg in _policies(policy.lower(), config, compare):
-                runs.append(_replay(specs, preset, cfg, opts, bar))
-        written = _write_outputs(runs, opts)
+        runs = _run_all(specs, _policies(policy.lower(), config, compare), opts, show_bar)
+        cmp = _comparison(runs) if compare is not None else None
+        written = _write_outputs(runs, opts, cmp)
     except GridTasksError as exc:
         if not as_json:
             raise  # the CLI group prints it (with a caret for source errors) and exits 1
         click.echo(json.dumps({"error": exc.to_dict()}, indent=2))
         sys.exit(1)
     if as_json:
-        click.echo(json.dumps(_json_object(runs, compare is not None, written), indent=2))
+        click.echo(json.dumps(json_object(runs, cmp, written), indent=2))
     else:
-        _print_rich(runs, written, groups)
-
-
-def _json_object(runs: list[Run], compared: bool, written: list[str]) -> dict[str, Any]:
-    if not compared:
-        out = runs[0].headline()
-    else:
-        out = {"compare": [r.label for r in runs],
-               "policies": {r.label: r.headline() for r in runs}}
-    out["written"] = written
-    return out
+        print_rich(runs, written, groups, cmp)

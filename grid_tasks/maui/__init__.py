@@ -17,6 +17,10 @@ Semantics worth knowing:
   pool fast path; anything else (another resource, an admin reservation, a node update,
   fairshare, throttling) moves the state to the general engine once, with identical
   decisions.
+* RESERVATIONPOLICY/DEPTH, BACKFILLPOLICY and NODEAVAILABILITYPOLICY are small objects
+  (:mod:`grid_tasks.maui.policies`) chosen once when a scheduler is built.
+* Scheduler modules (MODULES) are observers: the core never calls them; the shell
+  calls an :class:`Observers` with each iteration's result after the core returned.
 * Administrative reservations hold processors only (not memory, disk or swap).
   RESOURCEAVAILABILITYPOLICY UTILIZED counts like COMBINED, since ignoring dedicated
   resources would overcommit nodes (DESIGN invariant 1).
@@ -24,17 +28,18 @@ Semantics worth knowing:
 
 from grid_tasks.maui.config import (
     AvailabilityPolicy, BackfillPolicy, FairsharePolicy, FSTarget, ReservationPolicy, SchedulerConfig,
+    UnknownPolicyError,
 )
 from grid_tasks.maui.model import (
     ACL, IterationResult, Job, Node, PriorityBreakdown, Reservation, ReservationKind,
     ReservationRefused, SchedulerError, Start, StartEstimate, Window,
 )
-from grid_tasks.maui.modules import MODULES, SchedModule, register_module
+from grid_tasks.maui.modules import MODULES, Observers, SchedModule, register_module
 from grid_tasks.maui.scheduler import Scheduler
 
 __all__ = [
     "ACL", "AvailabilityPolicy", "BackfillPolicy", "FSTarget", "FairsharePolicy", "IterationResult",
-    "Job", "MODULES", "Node", "PriorityBreakdown", "Reservation", "ReservationKind",
+    "Job", "MODULES", "Node", "Observers", "PriorityBreakdown", "Reservation", "ReservationKind",
     "ReservationPolicy", "ReservationRefused", "SchedModule", "Scheduler", "SchedulerConfig",
-    "SchedulerError", "Start", "StartEstimate", "Window", "register_module",
+    "SchedulerError", "Start", "StartEstimate", "UnknownPolicyError", "Window", "register_module",
 ]

@@ -4,12 +4,29 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from enum import Enum
-from typing import Any, Mapping
+from typing import Any, Mapping, TypeVar
 
 from grid_tasks.maui.model import SchedulerError
 
 CREDENTIAL_KINDS = ("USER", "GROUP", "ACCOUNT", "CLASS", "QOS")
 THROTTLE_KEYS = ("MAXJOB", "MAXPROC", "MAXPS", "MAXNODE", "MAXIJOB")
+E = TypeVar("E", bound=Enum)
+
+
+class UnknownPolicyError(SchedulerError):
+    """A configured policy name no policy class implements (names the parameter and the choices)."""
+
+
+def policy_choice(enum: type[E], parameter: str, value: object) -> E:
+    """``value`` (a member or its name, any case) as a member of ``enum``."""
+    if isinstance(value, enum):
+        return value
+    key = str(value.value if isinstance(value, Enum) else value).strip().upper()
+    try:
+        return enum(key)
+    except ValueError:
+        known = ", ".join(m.value for m in enum)
+        raise UnknownPolicyError(f"{parameter} {value!r} is not a known policy; choose one of {known}") from None
 
 
 class BackfillPolicy(str, Enum):
@@ -108,10 +125,11 @@ class SchedulerConfig:
     fast_path: bool = True
 
     def __post_init__(self) -> None:
-        self.reservation_policy = ReservationPolicy(self.reservation_policy)
-        self.backfill_policy = BackfillPolicy(self.backfill_policy)
-        self.availability_policy = AvailabilityPolicy(self.availability_policy)
-        self.fs_policy = FairsharePolicy(self.fs_policy)
+        self.reservation_policy = policy_choice(ReservationPolicy, "RESERVATIONPOLICY", self.reservation_policy)
+        self.backfill_policy = policy_choice(BackfillPolicy, "BACKFILLPOLICY", self.backfill_policy)
+        self.availability_policy = policy_choice(AvailabilityPolicy, "NODEAVAILABILITYPOLICY",
+                                                 self.availability_policy)
+        self.fs_policy = policy_choice(FairsharePolicy, "FSPOLICY", self.fs_policy)
         self.node_allocation_policy = str(self.node_allocation_policy).upper()
         self.task_distribution = str(self.task_distribution).upper()
         if self.reservation_depth is not None and self.reservation_depth < 0:

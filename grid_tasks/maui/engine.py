@@ -16,9 +16,10 @@ from math import inf
 
 from grid_tasks.maui.allocation import allocation_policy, distribute
 from grid_tasks.maui.capacity import CapacityCurve
-from grid_tasks.maui.config import AvailabilityPolicy, SchedulerConfig
+from grid_tasks.maui.config import SchedulerConfig
 from grid_tasks.maui.holds import Hold, HoldsMixin, Op
 from grid_tasks.maui.model import Job, Node, Reservation, SchedulerError
+from grid_tasks.maui.policies.availability import Availability, availability_policy
 from grid_tasks.maui.profile import StepProfile
 from grid_tasks.maui.search import sweep_applies, sweep_find
 
@@ -45,8 +46,11 @@ def _node_dims(node: Node) -> tuple[int, int, int, int]:
 class Engine(HoldsMixin):
     """Resource timelines of one cluster; answers "where and when does this fit"."""
 
-    def __init__(self, nodes: list[Node], config: SchedulerConfig) -> None:
+    def __init__(self, nodes: list[Node], config: SchedulerConfig,
+                 availability: Availability | None = None) -> None:
         self.config = config
+        #: NODEAVAILABILITYPOLICY, chosen once: what a node can give at the present moment
+        self.avail = availability or availability_policy(config.availability_policy)
         self.nodes: dict[str, Node] = {}
         self.prof: dict[str, dict[str, StepProfile]] = {}
         self.index: dict[str, int] = {}
@@ -161,13 +165,12 @@ class Engine(HoldsMixin):
         """The free-processors curve for ``now`` (built on first use in an iteration)."""
         curve = self.curve
         if curve is None or curve.now != now:
-            combined = self.config.availability_policy is not AvailabilityPolicy.DEDICATED
+            procs_now = self.avail.procs_now
 
             def profiles():
                 for name, node in self.nodes.items():
                     if node.usable:
-                        cap = node.procs - node.utilized_procs if combined else inf
-                        yield name, self.prof[name]["p"], cap
+                        yield name, self.prof[name]["p"], procs_now(node)
 
             curve = self.curve = CapacityCurve(now, profiles, offsets)
         return curve
@@ -195,17 +198,16 @@ class Engine(HoldsMixin):
         demand = job.task_demand()
         cap = job.tasks
         profs = self.prof[node.name]
-        combined = self.config.availability_policy is not AvailabilityPolicy.DEDICATED
+        avail = self.avail
         for dim, need in zip(DIMS, demand):
             if not need:
                 continue
             free = view.min_over(t, e) if dim == "p" else profs[dim].min_over(t, e)
-            if t <= now and combined:
-                # R.Available = R.Configured - MAX(R.Dedicated, R.Utilized)
+            if t <= now:  # measured use limits the present only (availability policy)
                 if dim == "p":
-                    free = min(free, node.procs - node.utilized_procs)
+                    free = min(free, avail.procs_now(node))
                 elif dim == "m":
-                    free = min(free, node.memory - node.utilized_memory)
+                    free = min(free, avail.memory_now(node))
             cap = min(cap, int(free // need))
             if cap <= 0:
                 return 0
@@ -272,8 +274,7 @@ class Engine(HoldsMixin):
         """One node, processors only, nothing utilized: a plain profile search is exact."""
         return (job.procs_per_task > 0 and not (job.mem_per_task or job.disk_per_task or job.swap_per_task)
                 and (job.tasks_per_node is None or job.tasks_per_node >= job.tasks)
-                and (node.utilized_procs == 0 or t0 > now
-                     or self.config.availability_policy is AvailabilityPolicy.DEDICATED))
+                and (node.utilized_procs == 0 or t0 > now or not self.avail.counts_utilized))
 
     def _alloc_at(self, job: Job, nodes: list[Node], views: dict[str, StepProfile],
                   t: float, e: float, now: float) -> dict[str, int] | None:

@@ -29,10 +29,11 @@ from bisect import bisect_left, bisect_right, insort
 from heapq import heappop, heappush
 from math import inf
 
-from grid_tasks.maui.config import BackfillPolicy, ReservationPolicy, SchedulerConfig
+from grid_tasks.maui.config import SchedulerConfig
 from grid_tasks.maui.model import (
     ACL, IterationResult, Job, Node, Reservation, ReservationKind, SchedulerError, Start,
 )
+from grid_tasks.maui.policies import Backfill, QueuePolicy
 from grid_tasks.maui.profile import StepProfile
 from grid_tasks.maui.reservation_book import Key, ReservationBook
 
@@ -41,17 +42,17 @@ class ConservativePool:
     """State and iteration of a conservative single-node processor pool (see module doc)."""
 
     @classmethod
-    def maybe(cls, nodes: list[Node], cfg: SchedulerConfig,
+    def maybe(cls, nodes: list[Node], cfg: SchedulerConfig, queue: QueuePolicy, backfill: Backfill,
               policies_active: bool) -> "ConservativePool | None":
-        """A pool when the configuration and the machine allow this fast path."""
+        """A pool when the machine and the policies allow this fast path: a queue policy
+        keeping every blocked job's reservation and only moving it earlier (HIGHEST with
+        unlimited depth), and backfill starting fitting jobs in priority order (FIRSTFIT)."""
         if not cfg.fast_path or len(nodes) != 1 or policies_active or cfg.standing_reservations:
             return None
         node = nodes[0]
         if not node.usable or node.utilized_procs or not cfg.fifo:
             return None
-        if cfg.depth != inf or cfg.reservation_policy is not ReservationPolicy.HIGHEST:
-            return None
-        if cfg.backfill_policy is not BackfillPolicy.FIRSTFIT:
+        if queue.depth != inf or not queue.reoptimizes or not (backfill.backfills and backfill.at_once):
             return None
         return cls(node)
 

@@ -19,12 +19,12 @@ from dataclasses import dataclass, field
 from math import inf
 from typing import Iterable
 
-from grid_tasks.maui.config import BackfillPolicy, ReservationPolicy, SchedulerConfig
+from grid_tasks.maui.config import SchedulerConfig
 from grid_tasks.maui.engine import Engine, Placement
 from grid_tasks.maui.model import (
     ACL, IterationResult, Job, Node, Reservation, ReservationKind, SchedulerError, Start,
 )
-from grid_tasks.maui.modules import build_modules
+from grid_tasks.maui.policies import policies_for
 from grid_tasks.maui.pool import Pool
 from grid_tasks.maui.pool_conservative import ConservativePool
 from grid_tasks.maui.priority import Fairshare, prioritize
@@ -36,13 +36,14 @@ from grid_tasks.states import NodeState
 class Scheduler(QueriesMixin):
     """One cluster's Maui scheduler (pure: ``now`` is always an argument)."""
 
-    def __init__(self, nodes: Iterable[Node], config: SchedulerConfig | None = None,
-                 modules: Iterable[object] = ()) -> None:
+    def __init__(self, nodes: Iterable[Node], config: SchedulerConfig | None = None) -> None:
         self.config = config or SchedulerConfig()
         nodes = list(nodes)
         if not nodes:
             raise SchedulerError("a scheduler needs at least one node")
-        self.engine = Engine(nodes, self.config)
+        policies = policies_for(self.config)  # chosen once: the iteration never branches on names
+        self.queue_policy, self.backfill = policies.queue, policies.backfill
+        self.engine = Engine(nodes, self.config, policies.availability)
         self.idle: dict[str, Job] = {}
         self.seq: dict[str, int] = {}
         self.completed: set[str] = set()
@@ -57,10 +58,8 @@ class Scheduler(QueriesMixin):
         self._offsets: tuple[float, ...] = ()
         active = self.fairshare.enabled or self.throttle.active
         self.pool: Pool | ConservativePool | None = (
-            Pool.maybe(nodes, self.config, active) or ConservativePool.maybe(nodes, self.config, active))
-        self.modules = build_modules(list(self.config.modules) + list(modules))
-        for mod in self.modules:
-            mod.on_start(self)
+            Pool.maybe(nodes, self.config, active)
+            or ConservativePool.maybe(nodes, self.config, policies.queue, policies.backfill, active))
         self.standing_refused: dict[str, str] = {}
         self._standing_seen: set[str] = set()
 
@@ -145,20 +144,15 @@ class Scheduler(QueriesMixin):
         self.engine.nodes_changed()
         self.freed = True
 
-    def shutdown(self) -> None:
-        for mod in self.modules:
-            mod.on_shutdown(self)
-
     # -- the iteration -----------------------------------------------------------------
     def iterate(self, now: float) -> IterationResult:
-        """One scheduling iteration at ``now``; returns the decisions."""
+        """One scheduling iteration at ``now``; returns the decisions.
+
+        Scheduler modules (MODULES) are not called here: the core has no effects, and
+        the shell calls them afterwards (:class:`grid_tasks.maui.modules.Observers`)."""
         if self.pool is not None:
-            res = self.pool.iterate(now)
-        else:
-            res = self._iterate(now)
-        for mod in self.modules:
-            mod.on_iteration(self, res)
-        return res
+            return self.pool.iterate(now)
+        return self._iterate(now)
 
     def _iterate(self, now: float) -> IterationResult:
         res = IterationResult(now)
@@ -176,7 +170,6 @@ class Scheduler(QueriesMixin):
         return res
 
     def _schedule(self, order: list[Job], now: float, res: IterationResult) -> None:
-        bf = self.config.backfill_policy
         # without backfill nobody may overtake a blocked job: later reservations start no
         # earlier than theirs (floor None once a blocked job holds no reservation at all)
         p = _Pass(held=len(self.job_res), floor=now)
@@ -199,16 +192,16 @@ class Scheduler(QueriesMixin):
                 continue
             res.considered += 1
             self._consider(job, now, res, p)
-        if bf in (BackfillPolicy.BESTFIT, BackfillPolicy.GREEDY):
-            self._pick_backfill(p.picks, now, res)
-        if bf is not BackfillPolicy.NONE:
+        for job in self.backfill.order(p.picks, lambda: self._free_procs(now)):
+            self._try_start(job, now, res, SOFT, backfill=True)
+        if self.backfill.backfills:
             for job in p.deferred:
                 if self.throttle.allows(job, 1, HARD):
                     self._try_start(job, now, res, HARD, backfill=True)
 
     def _consider(self, job: Job, now: float, res: IterationResult, p: "_Pass") -> None:
         """One job of the priority pass: start it, reserve for it, or leave it to backfill."""
-        bf = self.config.backfill_policy
+        bf = self.backfill
         pl = self.job_res.get(job.id)
         if pl is not None:
             if pl.start <= now and self._start_reserved(job, pl, now, res, p.blocked):
@@ -220,17 +213,17 @@ class Scheduler(QueriesMixin):
             p.deferred.append(job)
             res.throttled += 1
             return
-        if not p.blocked or bf is BackfillPolicy.FIRSTFIT:
+        if not p.blocked or bf.at_once:
             outcome = self._try_start(job, now, res, SOFT, backfill=p.blocked)
             if outcome != "nofit":
                 if outcome == "throttled":
                     p.deferred.append(job)
                 return
-        elif bf is not BackfillPolicy.NONE and self._fit_now(job, now):
-            p.picks.append(job)
+        elif bf.backfills and self._fit_now(job, now):
+            p.picks.append(job)  # ordered by the backfill policy after the pass
             return
-        start_from = now if bf is not BackfillPolicy.NONE else p.floor
-        if p.held < self.config.depth and start_from is not None and self._reserve_job(job, start_from, now, res):
+        start_from = now if bf.backfills else p.floor
+        if p.held < self.queue_policy.depth and start_from is not None and self._reserve_job(job, start_from, now, res):
             pl = self.job_res[job.id]
             if pl.start <= now and self._start_reserved(job, pl, now, res, p.blocked):
                 return  # a reservation that begins now is a start now
@@ -243,28 +236,11 @@ class Scheduler(QueriesMixin):
         pl = self.job_res.get(job.id)
         p.floor = None if p.floor is None or pl is None else max(p.floor, pl.start)
 
-    def _pick_backfill(self, picks: list[Job], now: float, res: IterationResult) -> None:
-        """BESTFIT: largest job that still fits first.  GREEDY: the subset (by knapsack
-        over free processors, first 64 candidates) that leaves the fewest idle."""
-        if self.config.backfill_policy is BackfillPolicy.BESTFIT:
-            pool = sorted(picks, key=lambda j: -j.procs)
-        else:
-            pool = self._knapsack(picks[:64], now) + picks[64:]
-        for job in pool:
-            self._try_start(job, now, res, SOFT, backfill=True)
-
-    def _knapsack(self, jobs: list[Job], now: float) -> list[Job]:
-        free = int(sum(max(0, min(p["p"].value_at(now), n.procs - n.utilized_procs))
+    def _free_procs(self, now: float) -> int:
+        """Processors free on usable nodes at ``now``, measured use counted (for GREEDY)."""
+        return int(sum(max(0, min(p["p"].value_at(now), n.procs - n.utilized_procs))
                        for n, p in ((self.engine.nodes[k], v) for k, v in self.engine.prof.items())
                        if n.usable))
-        best: dict[int, tuple[int, ...]] = {0: ()}
-        for i, job in enumerate(jobs):
-            for used, chosen in list(best.items()):
-                total = used + job.procs
-                if total <= free and total not in best:
-                    best[total] = chosen + (i,)
-        chosen = best[max(best)]
-        return [jobs[i] for i in chosen] + [j for i, j in enumerate(jobs) if i not in chosen]
 
     # -- helpers: starting and reserving -----------------------------------------------
     def _not_before(self, job: Job, now: float) -> float:
@@ -338,19 +314,18 @@ class Scheduler(QueriesMixin):
         return True
 
     def _refresh_reservations(self, order: list[Job], now: float, res: IterationResult) -> None:
-        policy = self.config.reservation_policy
-        ranked = {j.id for j in order}
-        for job_id in [j for j in self.job_res if j not in ranked or policy is not ReservationPolicy.HIGHEST]:
+        policy = self.queue_policy
+        for job_id in policy.dropped(self.job_res, {j.id for j in order}):
             pl = self.job_res.pop(job_id)
             self.engine.remove(job_id)
             res.reservations_released.append(pl.reservation)  # type: ignore[arg-type]
-        if not (self.freed and policy is ReservationPolicy.HIGHEST):
+        if not (self.freed and policy.reoptimizes):
             self.freed = False
             return
         self.freed = False
         # keep each reservation but move it as early as it now goes, in priority order;
         # without backfill a job may not move ahead of a higher-priority reservation
-        strict = self.config.backfill_policy is BackfillPolicy.NONE
+        strict = not self.backfill.backfills
         floor: float | None = now
         for job in order:
             pl = self.job_res.get(job.id)
@@ -402,7 +377,7 @@ class _Done:
     an earlier pass begins by now: its job starts in processors the check sees taken."""
 
     def __init__(self, sched: "Scheduler", now: float) -> None:
-        depth = sched.config.depth
+        depth = sched.queue_policy.depth
         self.sched, self.now, self.depth = sched, now, depth
         self.possible = depth is not None and all(
             pl.start > now for pl in sched.job_res.values())

@@ -5,14 +5,18 @@ Importing this package registers ``logger`` (log rotation and compression),
 broker and database health) in :data:`grid_tasks.maui.modules.MODULES`, so a maui.cfg
 line ``MODULES logger jobchecker profiler`` names them.
 
-The live iteration builds them explicitly::
+The modules observe the pure core; the shell calls them (the core never does).  The
+live iteration builds them explicitly::
 
     cfg = load_maui_config(policy_file)
     ctx = ModuleContext.from_settings(settings, rm="rmA", config=cfg)  # or ModuleContext(...)
-    config, modules = scheduler_parts(cfg, ctx)        # config.modules emptied: no doubles
-    sched = Scheduler(nodes, config=config, modules=modules)
+    config, modules = scheduler_parts(cfg, ctx)        # config.modules emptied
+    sched = Scheduler(nodes, config=config)
+    observers = Observers(modules)
+    observers.started(sched)
+    result = observers.iterate(sched, now)             # core first, then every module
 
-or, when the core builds them by name, inside ``with use_context(ctx): ...``.
+or by name from the registry, ``Observers(config.modules)`` inside ``with use_context(ctx): ...``.
 """
 
 from __future__ import annotations
@@ -73,8 +77,9 @@ def load_modules(cfg: "MauiConfig", context: ModuleContext) -> list[SchedModule]
 def scheduler_parts(cfg: "MauiConfig", context: ModuleContext) -> tuple["SchedulerConfig", list[SchedModule]]:
     """The SchedulerConfig of ``cfg`` without module names, and the modules built here.
 
-    Pass both to :class:`~grid_tasks.maui.Scheduler`; the names stay out of the config
-    so the core does not build a second, context-less copy of each module.
+    The config goes to :class:`~grid_tasks.maui.Scheduler`, the modules to an
+    :class:`~grid_tasks.maui.modules.Observers` the caller drives; the names stay out
+    of the config so nobody builds a second, context-less copy of each module.
     """
     config = dataclasses.replace(scheduler_config(cfg), modules=())
     return config, load_modules(cfg, context)

@@ -37,6 +37,7 @@ from grid_tasks.gram.launch import LaunchRequest, requests_for
 from grid_tasks.gram.records import Outbox
 from grid_tasks.gram.report import PARTS_TTL_S
 from grid_tasks.leases import fence_span
+from grid_tasks.maui.modules import Observers
 from grid_tasks.schedmods import ModuleContext, scheduler_parts
 from grid_tasks.schedmods.jobchecker import CheckReport, DeferPolicy, JobChecker, release_deferred
 from grid_tasks.scheduling import fences, grid_reservations
@@ -91,9 +92,13 @@ def run_iteration(app: Any, rm: str, *, sessions: Any, redis: Any, registry: Any
             _housekeeping(session, rm, policy_file, at, redis, outbox, deferral, modules,
                           report, settings)
         guard = grid_reservations.prepare(session, rm, now, redis)  # restore, prune
-        sched = load_scheduler(session, rm, now=now, registry=registry, modules=modules,
+        sched = load_scheduler(session, rm, now=now, registry=registry, observed=bool(modules),
                                idle_if_free=True, config=policy_config(policy_file))
-        result = sched.iterate(now)
+        # the core decides without effects; its modules observe the result afterwards,
+        # inside this transaction (a module's SQL error rolls the iteration back)
+        observers = Observers(modules)
+        observers.started(sched)
+        result = observers.iterate(sched, now)
         vetoed = guard.veto(session, result.started)  # start_object(token) of bound jobs
         starts = [s for s in result.started if s.job_id not in vetoed]
         launches = _mark_starting(session, rm, starts, at)

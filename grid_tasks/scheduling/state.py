@@ -22,7 +22,7 @@ import os
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from sqlalchemy import bindparam, func, select
 from sqlalchemy.orm import Session
@@ -285,19 +285,20 @@ def _charge_rows(entry: _Usage, session: Session, window: dict[str, Any]) -> int
 
 
 def load_scheduler(session: Session, rm: str, *, now: float, registry: Any = None,
-                   topology: Any = None, modules: Sequence[Any] = (),
+                   topology: Any = None, observed: bool = False,
                    idle_if_free: bool = False,
                    config: SchedulerConfig | None = None) -> Scheduler:
     """The Maui core of ``rm`` at ``now`` (POSIX seconds) with its SQL state loaded.
 
     ``registry`` (a NodeRegistry) supplies node liveness: silent nodes are Unknown
     and get no new work; without it every node is taken as up (planning view).
-    ``topology`` overrides the SQL node list and policy file.  ``modules`` are
-    scheduler modules (the live iteration's, see :mod:`grid_tasks.schedmods`).
+    ``topology`` overrides the SQL node list and policy file.  ``observed``: scheduler
+    modules will observe the iteration (the caller calls them, see
+    :class:`~grid_tasks.maui.modules.Observers`), so the whole idle queue is read for them.
     ``config``: the RM's :func:`policy_config` if the caller has it (the iteration has
     read the RM's maui.cfg path already), else it is looked up here.
     ``idle_if_free``: leave the idle queue unread when no job could start anyway
-    (:meth:`~grid_tasks.maui.Scheduler.nothing_free`, no modules): with a deep queue
+    (:meth:`~grid_tasks.maui.Scheduler.nothing_free`, not ``observed``): with a deep queue
     on a full machine, reading and ranking it was most of every iteration's cost.
     Raises NotFoundError for an unknown RM.
     """
@@ -307,9 +308,9 @@ def load_scheduler(session: Session, rm: str, *, now: float, registry: Any = Non
     if config is None:
         config = _rm_config(session, rm, topology)  # also: NotFoundError for an unknown RM
     nodes = _rm_nodes(session, rm, topology)
-    sched = Scheduler(nodes, config, modules=modules)
+    sched = Scheduler(nodes, config)
     _charge_fairshare(sched, session, rm, now)
-    lazy = idle_if_free and not modules
+    lazy = idle_if_free and not observed
     rows = live_jobs(session, rm, idle=not lazy)
     queue = None
     if lazy:

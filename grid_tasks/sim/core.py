@@ -13,11 +13,14 @@ from pathlib import Path
 
 from grid_tasks.errors import GridTasksError
 from grid_tasks.maui import Job, Node, Scheduler, SchedulerConfig
-from grid_tasks.maui.cfg import load_maui_config
+from grid_tasks.maui.cfg import MauiConfig, load_maui_config
 from grid_tasks.maui.cfgbridge import scheduler_config
+from grid_tasks.maui.modules import Observers
 from grid_tasks.sim.conventions import SimJob
+from grid_tasks.sim.engine import Cluster, Engine
 
-__all__ = ["POLICIES", "load_config", "new_scheduler", "to_core_job", "policy_label"]
+__all__ = ["POLICIES", "load_config", "read_config", "new_scheduler", "observe_modules", "to_core_job",
+           "policy_label"]
 
 POLICIES = ("fcfs", "easy", "conservative")
 
@@ -28,9 +31,17 @@ def load_config(policy: str | None = "easy", config: str | Path | None = None) -
     Raises the core's typed errors (``SchedulerError``, ``MauiConfigError``) on
     an unknown policy or a bad configuration file.
     """
+    return read_config(policy, config)[0]
+
+
+def read_config(policy: str | None = "easy", config: str | Path | None = None
+                ) -> tuple[SchedulerConfig, MauiConfig | None]:
+    """:func:`load_config` and the parsed maui.cfg it came from (None for a preset),
+    whose lines reports about the configuration cite."""
     if config is not None:
-        return scheduler_config(load_maui_config(config))
-    return SchedulerConfig.preset(policy or "easy")
+        parsed = load_maui_config(config)
+        return scheduler_config(parsed), parsed
+    return SchedulerConfig.preset(policy or "easy"), None
 
 
 def policy_label(policy: str | None, config: str | Path | None) -> str:
@@ -43,6 +54,23 @@ def new_scheduler(procs: int, config: SchedulerConfig, name: str = "c0") -> Sche
     if procs < 1:
         raise GridTasksError(f"cluster {name}: needs at least one processor, got {procs}")
     return Scheduler(nodes=[Node(name=name, procs=procs)], config=config)
+
+
+def observe_modules(engine: Engine, cluster: Cluster, config: SchedulerConfig) -> Observers | None:
+    """The scheduler modules ``config`` names (MODULES), one set per cluster, called by
+    the replay after each of the cluster's core iterations (the core never calls them).
+    None when the configuration names no module, so a plain replay pays nothing."""
+    if not config.modules:
+        return None
+    observers = Observers(config.modules)
+    observers.started(cluster.scheduler)  # type: ignore[arg-type]
+
+    def after(c: Cluster, now: float, result: object) -> None:
+        if c is cluster:
+            observers.iterated(c.scheduler, result)  # type: ignore[arg-type]
+
+    engine.on_iterate(after)
+    return observers
 
 
 def to_core_job(job: SimJob) -> Job:

@@ -53,7 +53,7 @@ import numpy as np
 from grid_tasks.errors import GridTasksError
 from grid_tasks.maui import SchedulerConfig
 from grid_tasks.sim.conventions import SimJob, get_convention
-from grid_tasks.sim.core import new_scheduler, to_core_job
+from grid_tasks.sim.core import new_scheduler, observe_modules, to_core_job
 from grid_tasks.sim.engine import Engine
 from grid_tasks.sim.metrics import BSLD_THRESHOLD
 from grid_tasks.sim.replay import ClusterSpec, _trace_name
@@ -316,8 +316,9 @@ class GridSim:
         fitting = [j for j in jobs if j.procs <= procs]
         self.refused_local += len(jobs) - len(fitting)
         self.physical[name] = physical
-        self.engine.add_cluster(name, procs, new_scheduler(procs, self.config, name),
-                                self._to_core_job, fitting)
+        cluster = self.engine.add_cluster(name, procs, new_scheduler(procs, self.config, name),
+                                          self._to_core_job, fitting)
+        observe_modules(self.engine, cluster, self.config)
 
     def _to_core_job(self, job: SimJob) -> Any:
         core = to_core_job(job)

@@ -67,8 +67,14 @@ def _save(fig: Any, path: Path) -> Path:
     return path
 
 
-def plot_utilization(runs: Sequence[tuple[str, Sequence[SimJob], int]], path: Path) -> Path:
-    """Utilization over time, one line per ``(label, jobs, procs)``."""
+def _title(text: str, basis: str) -> str:
+    return f"{text}\n({basis})" if basis else text
+
+
+def plot_utilization(runs: Sequence[tuple[str, Sequence[SimJob], int]], path: Path, *,
+                     basis: str = "") -> Path:
+    """Utilization over time, one line per ``(label, jobs, procs)``; ``basis`` says in the
+    title which jobs are drawn (a comparison draws the jobs every policy finished)."""
     fig, ax = plt.subplots(figsize=(10, 4))
     for label, jobs, procs in runs:
         x, y = utilization_series(jobs, procs)
@@ -78,12 +84,18 @@ def plot_utilization(runs: Sequence[tuple[str, Sequence[SimJob], int]], path: Pa
     ax.set_ylim(0, 1.05)
     ax.grid(alpha=0.3)
     ax.legend(loc="lower right")
-    ax.set_title("Utilization over time")
+    ax.set_title(_title("Utilization over time", basis))
     return _save(fig, path)
 
 
-def plot_wait_cdf(runs: Sequence[tuple[str, Sequence[SimJob]]], path: Path) -> Path:
-    """Empirical CDF of the measured jobs' waits, one curve per ``(label, jobs)``."""
+def plot_wait_cdf(runs: Sequence[tuple[str, Sequence[SimJob]]], path: Path, *,
+                  basis: str = "") -> Path:
+    """Empirical CDF of the measured jobs' waits, one curve per ``(label, jobs)``.
+
+    Each curve climbs to 1 over the jobs it is given: a comparison passes every policy
+    the same jobs (those all finished), or a policy that dropped its hardest jobs would
+    look best; ``basis`` says in the title which jobs these are.
+    """
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for label, jobs in runs:
         waits = np.sort(np.fromiter((j.start - j.submit for j in jobs if j.measured and j.end >= 0),
@@ -98,7 +110,7 @@ def plot_wait_cdf(runs: Sequence[tuple[str, Sequence[SimJob]]], path: Path) -> P
     ax.set_ylim(0, 1.01)
     ax.grid(alpha=0.3, which="both")
     ax.legend(loc="lower right")
-    ax.set_title("Wait-time CDF")
+    ax.set_title(_title("Wait-time CDF", basis))
     return _save(fig, path)
 
 

@@ -12,15 +12,16 @@ any cluster or to watch starts (the metascheduler does).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from grid_tasks.errors import GridTasksError
 from grid_tasks.sim.conventions import Convention, SimJob, get_convention
-from grid_tasks.sim.core import load_config, new_scheduler, policy_label, to_core_job
-from grid_tasks.sim.engine import Cluster, Engine
+from grid_tasks.sim.core import new_scheduler, observe_modules, policy_label, read_config, to_core_job
+from grid_tasks.sim.feasibility import NeverStart, limit_sources, never_start
+from grid_tasks.sim.engine import Cluster, Engine, Progress
 from grid_tasks.sim.metrics import Summary, summarize
 from grid_tasks.sim.swf import SWFHeader, SWFReader
 
@@ -149,7 +150,9 @@ class Replay:
         self._seen: set[tuple[str, str, float, float]] = set()
         self.engine = Engine()
         self.runs: list[ClusterRun] = []
-        core_config = load_config(policy, config)
+        core_config, self.maui_config = read_config(policy, config)
+        self.core_config = core_config
+        self._inputs: list[tuple[Path, int, bool, int | None]] = []
         readers: list[SWFReader] = []
         try:
             for spec in specs:
@@ -186,10 +189,30 @@ class Replay:
         while name in taken:
             name, n = f"{base}#{n}", n + 1
         convention = get_convention(self.conventions, procs)
+        self._inputs.append((path, procs, reader.skip_bad, reader.first))
         run = ClusterRun(name, path, procs, reader.header, reader, convention)
         self.runs.append(run)
-        self.engine.add_cluster(name, procs, new_scheduler(procs, core_config, name),
-                                to_core_job, _jobs(reader, convention, offset))
+        cluster = self.engine.add_cluster(name, procs, new_scheduler(procs, core_config, name),
+                                          to_core_job, _jobs(reader, convention, offset))
+        observe_modules(self.engine, cluster, core_config)
+
+    def never_start(self) -> list[NeverStart]:
+        """The configured throttles some trace jobs exceed on their own (they can never
+        start), one finding per limit; reads the traces once more, only when the
+        configuration has throttles at all."""
+        if not any(self.core_config.throttles.values()):
+            return []
+        sources = limit_sources(self.maui_config) if self.maui_config is not None else {}
+        return never_start(self.core_config.throttles, self._core_jobs(), sources=sources)
+
+    def _core_jobs(self) -> Iterator[Any]:
+        for path, procs, skip_bad, first in self._inputs:
+            convention = get_convention(self.conventions, procs)
+            with SWFReader(path, skip_bad=skip_bad, first=first) as reader:
+                for record in reader:
+                    job = convention.convert(record)
+                    if job is not None:
+                        yield to_core_job(job)
 
     def expected_jobs(self) -> int | None:
         """Job lines the traces should hold (for a progress bar), if the headers say."""
@@ -203,7 +226,7 @@ class Replay:
 
     def submitted(self) -> int:
         """Jobs submitted so far over every cluster."""
-        return sum(c.submitted for c in self.engine.clusters.values())
+        return self.engine.submitted()
 
     def _capture(self, cluster: Cluster, now: float, result: Any) -> None:
         lo, hi = self.window  # type: ignore[misc]
@@ -221,14 +244,21 @@ class Replay:
             self.reservations.append(ReservationSpan(
                 cluster.name, res.name, kind, res.job_id, res.start, res.end, procs))
 
-    def run(self, progress: Callable[[Replay], None] | None = None) -> ReplayResult:
-        """Play every event, then compute each cluster's metrics and the overall ones."""
-        tick = (lambda _engine: progress(self)) if progress is not None else None
+    def close(self) -> None:
+        """Close the traces (a replay set up but never run; :meth:`run` closes them too)."""
+        for run in self.runs:
+            run.reader.close()
+
+    def run(self, progress: Progress | None = None) -> ReplayResult:
+        """Play every event, then compute each cluster's metrics and the overall ones.
+
+        ``progress(submitted, finished)`` is called every few events (see
+        :meth:`Engine.run`); the caller throttles its display by wall time.
+        """
         try:
-            self.engine.run(progress=tick)
+            self.engine.run(progress=progress)
         finally:
-            for run in self.runs:
-                run.reader.close()
+            self.close()
         jobs = self.engine.finished
         by_cluster: dict[str, list[SimJob]] = {r.name: [] for r in self.runs}
         for job in jobs:

@@ -77,7 +77,7 @@ def test_redis_lost_before_the_release_fails_the_job_and_starts_nothing(lost_gri
     out.mkdir()
     grid, prog = lost_grid.grid, program(tmp_path)
     # rmB's one running node (node3, 2 processors) is full: b waits in rmB's queue
-    blocker = grid.submit('&(count=2)(executable="/bin/sleep")(arguments="25")', "rmB")
+    blocker = grid.submit('&(count=2)(executable="/bin/sleep")(arguments="120")', "rmB")
     until(lambda: grid.status(blocker.id).state is JobState.ACTIVE, 60, "blocker running")
     timeout = 40.0
     rsl = "+" + component("rmA", "a", 1, prog, out) + component("rmB", "b", 1, prog, out)
@@ -99,7 +99,8 @@ def test_redis_lost_before_the_release_fails_the_job_and_starts_nothing(lost_gri
     assert (state, barrier, reason) == (JobState.FAILED, SqlBarrier.FAILED, LOST_REASON)
     assert "coordination state lost" in reason and "barrier timeout" not in reason
     assert _gram(grid, gram_b) == (JobState.FAILED, None)  # cancelled, never started
-    # the blocker ends: rmB is free again, and b must still never start
+    # the blocker goes: rmB is free again, and b must still never start
+    grid.cancel(blocker.id)
     until(lambda: grid.status(blocker.id).state.terminal, 60, "blocker ended")
     until(lambda: all(s.terminal for s, _ in _rows(grid, job.id)[3].values()), 30,
            "every subjob row ended")

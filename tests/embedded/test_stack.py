@@ -8,15 +8,19 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 
 import pytest
+import redis
 
 from grid_tasks.embedded.stack import EmbeddedStack, StackOptions
-from grid_tasks.embedded.supervisor import ChildFailed, leftover
+from grid_tasks.embedded.supervisor import ChildFailed
 from grid_tasks.errors import ConfigError
+from grid_tasks.ha.status import read_status
 from grid_tasks.security.roles import Role
 from grid_tasks.states import NodeState
 from tests.conftest import DEMO_TOPOLOGY
+from tests.metrics.flower_live import flower_shown_check, flower_stack
 from tests.waiting import until
 
 
@@ -33,43 +37,43 @@ def _get(url: str, auth: str | None = None) -> tuple[int, bytes]:
         return 0, b""
 
 
-def test_stack_with_flower(tmp_path):
-    stack = EmbeddedStack(StackOptions(topology_file=DEMO_TOPOLOGY, state_dir=tmp_path / "s",
-                                       flower=True, heartbeat_interval=0.5))
-    stack.start()
-    pids = stack.pids()
-    try:
-        # start() saw every node alive; with a 0.9 s heartbeat TTL on a loaded two-core
-        # machine (Flower importing) one beat may lapse for a moment, so wait briefly
-        registry = stack.registry()
-        until(lambda: [s.state for s in registry.list_nodes(stack.topology)]
-              == [NodeState.IDLE] * 4, 10, "all four nodes Idle")
-        assert stack.settings.redis_url.startswith("redis://:")  # password set
-        api = stack.flower_url + "api/workers?refresh=1"
-        deadline = time.monotonic() + 30
-        while _get(api)[0] == 0:  # Flower still starting
-            assert time.monotonic() < deadline, "Flower never answered"
-            time.sleep(0.2)
-        assert _get(api)[0] == 401
-        assert _get(api, "admin:wrong")[0] == 401
-        code, body = _get(api, stack.flower_auth)
-        assert code == 200
-        # Flower learns workers from inspect replies; give it a few refreshes.
-        while not any(name.startswith("node1.rmA@") for name in json.loads(body or b"{}")):
-            assert time.monotonic() < deadline, body
-            time.sleep(0.3)
-            body = _get(api, stack.flower_auth)[1]
-        _flower_shows_readable_task_names(stack, deadline)
-        _node_daemons_run_the_solo_pool(stack)
-    finally:
-        stack.stop()
-    assert leftover(pids) == []
+@pytest.fixture(scope="module")
+def running(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedStack]:
+    """One demo grid with Flower for this module's tests; after stop() none of its
+    processes is left and its /metrics endpoint is gone."""
+    seen: dict[str, str | None] = {}
+    with flower_stack(tmp_path_factory.mktemp("stack") / "s") as stack:
+        seen["metrics"] = stack.metrics_url
+        yield stack
+    assert seen["metrics"] and _get(seen["metrics"])[0] == 0
+    assert stack.metrics_url is None
 
 
-def _flower_shows_readable_task_names(stack: EmbeddedStack, deadline: float) -> None:
-    from tests.metrics.test_flower import flower_shown_check
+def test_stack_with_flower(running: EmbeddedStack) -> None:
+    stack = running
+    # start() saw every node alive; with a 0.9 s heartbeat TTL on a loaded two-core
+    # machine (Flower importing) one beat may lapse for a moment, so wait briefly
+    registry = stack.registry()
+    until(lambda: [s.state for s in registry.list_nodes(stack.topology)]
+          == [NodeState.IDLE] * 4, 10, "all four nodes Idle")
+    assert stack.settings.redis_url.startswith("redis://:")  # password set
+    user, password = stack.flower_auth.split(":", 1)
+    assert user and len(password) >= 12, "a generated, non-trivial password"
+    api = stack.flower_url + "api/"
+    # start() returns only once Flower listens: the URL it printed answers at once
+    assert _get(api + "workers?refresh=1")[0] == 401
+    assert _get(api + "tasks")[0] == 401
+    assert _get(api + "workers", f"{user}:wrong-{password}")[0] == 401
+    # Flower learns workers from inspect replies; give it a few refreshes.
+    until(lambda: any(name.startswith("node1.rmA@") for name in json.loads(
+        _get(api + "workers?refresh=1", stack.flower_auth)[1] or b"{}")),
+        30, "Flower to list node1.rmA", poll=0.3)
+    _flower_shows_readable_task_names(stack)
+    _node_daemons_run_the_solo_pool(stack)
 
-    info = flower_shown_check(stack, "rmA", "node1", max(5.0, deadline - time.monotonic()))
+
+def _flower_shows_readable_task_names(stack: EmbeddedStack) -> None:
+    info = flower_shown_check(stack, "rmA", "node1")
     assert info["name"] == "check node on rmA/node1"
     assert info["args"] == "(rm='rmA', node='node1')"
     assert info["worker"].startswith("node1.rmA@")
@@ -116,31 +120,17 @@ def test_bad_topology_is_refused_before_anything_starts(tmp_path):
         EmbeddedStack(StackOptions(topology_file=bad, state_dir=tmp_path / "s"))
 
 
-def test_stack_runs_ha_beats_and_serves_metrics(tmp_path):
+def test_stack_runs_ha_beats_and_serves_metrics(running: EmbeddedStack) -> None:
     """`grid-tasks up`: no beat embedded in the scheduler worker, two HA beats (one leads),
-    the /metrics endpoint up while the stack runs and gone after stop()."""
-    from grid_tasks.ha.status import read_status
-
-    stack = EmbeddedStack(StackOptions(topology_file=DEMO_TOPOLOGY, state_dir=tmp_path / "s",
-                                       heartbeat_interval=0.5))
-    stack.start()
-    pids, url = stack.pids(), None
-    try:
-        children = {c.name: c for c in stack.supervisor.children}
-        assert {"beat-a", "beat-b"} <= set(children)
-        assert "--beat" not in children["scheduler"].process.args
-        url = stack.metrics_url
-        code, body = _get(url)
-        assert code == 200 and b"grid_tasks_" in body
-        import redis
-
-        client = redis.Redis.from_url(stack.settings.redis_url)
-        deadline = time.monotonic() + 30
-        while read_status(client).leader is None:  # one of the two takes the lease
-            assert time.monotonic() < deadline, "no beat leads"
-            time.sleep(0.2)
-        client.close()
+    the /metrics endpoint up while the stack runs (gone after stop(): the fixture)."""
+    stack = running
+    children = {c.name: c for c in stack.supervisor.children}
+    assert {"beat-a", "beat-b"} <= set(children)
+    assert "--beat" not in children["scheduler"].process.args
+    code, body = _get(stack.metrics_url)
+    assert code == 200 and b"grid_tasks_" in body
+    client = redis.Redis.from_url(stack.settings.redis_url)
+    try:  # one of the two takes the lease
+        until(lambda: read_status(client).leader is not None, 30, "a beat to lead", poll=0.2)
     finally:
-        stack.stop()
-    assert leftover(pids) == []
-    assert _get(url)[0] == 0 and stack.metrics_url is None
+        client.close()

@@ -24,7 +24,7 @@ import pytest
 
 from grid_tasks import db
 from grid_tasks.embedded.stack import ENV_FILE, EmbeddedStack
-from tests.metrics.test_flower import flower_stack
+from tests.metrics.flower_live import flower_stack
 
 pytestmark = [
     pytest.mark.timeout(180),

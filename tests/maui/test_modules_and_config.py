@@ -3,8 +3,8 @@
 import pytest
 
 from grid_tasks.maui import (
-    MODULES, BackfillPolicy, Job, Node, ReservationPolicy, SchedModule, Scheduler, SchedulerConfig,
-    SchedulerError, register_module,
+    MODULES, BackfillPolicy, Job, Node, Observers, ReservationPolicy, SchedModule, Scheduler,
+    SchedulerConfig, SchedulerError, register_module,
 )
 from grid_tasks.maui.cfg import MauiConfigError, parse_maui_config
 from grid_tasks.maui.cfgbridge import scheduler_config
@@ -25,24 +25,64 @@ class Recorder(SchedModule):
         self.calls.append("shutdown")
 
 
-def test_modules_listed_by_name_are_called_at_start_each_iteration_and_shutdown():
+def test_observers_built_by_name_are_called_at_start_each_iteration_and_shutdown():
     sched = Scheduler([Node("n0", procs=2)], SchedulerConfig(modules=("recorder-test", "statistics")))
-    rec, stats = sched.modules
+    observers = Observers(sched.config.modules)
+    rec, stats = observers
+    observers.started(sched)
     sched.submit(Job("a", walltime=5), now=0)
-    sched.iterate(0)
-    sched.iterate(3)
-    sched.shutdown()
+    observers.iterate(sched, 0)
+    observers.iterate(sched, 3)
+    observers.shutdown(sched)
     assert rec.calls == ["start", ("iter", 0, ["a"]), ("iter", 3, []), "shutdown"]
     assert (stats.iterations, stats.started, stats.running) == (2, 1, False)
 
 
 def test_module_objects_can_be_passed_directly_and_unknown_names_fail():
     rec = Recorder()
-    Scheduler([Node("n0", procs=1)], modules=[rec])
-    assert rec.calls == ["start"]
+    assert list(Observers([rec])) == [rec] and rec.calls == []  # nothing called on building
     with pytest.raises(SchedulerError, match="unknown scheduler module 'nope'"):
-        Scheduler([Node("n0", procs=1)], SchedulerConfig(modules=("nope",)))
+        Observers(["nope"])
+    with pytest.raises(SchedulerError, match="is not a scheduler module"):
+        Observers([object()])
     assert "statistics" in MODULES
+
+
+class Exploding(SchedModule):
+    """Raises from every hook: the core must never be the one calling it."""
+
+    def __init__(self):
+        self.seen = []
+
+    def on_start(self, scheduler):
+        raise RuntimeError("on_start called")
+
+    def on_iteration(self, scheduler, result):
+        self.seen.append(result)
+        raise RuntimeError("on_iteration called")
+
+    def on_shutdown(self, scheduler):
+        raise RuntimeError("on_shutdown called")
+
+
+def test_the_core_never_calls_module_hooks_and_the_shell_gets_its_result():
+    register_module("exploding-test")(Exploding)
+    try:
+        sched = Scheduler([Node("n0", procs=2)], SchedulerConfig(modules=("exploding-test",)))
+        sched.submit(Job("a", walltime=5), now=0)
+        sched.submit(Job("b", tasks=2, walltime=5, submit_time=1), now=0)
+        result = sched.iterate(0)  # a module named in the configuration is not run by the core
+        assert [s.job_id for s in result.started] == ["a"]
+        observers = Observers([Exploding()])
+        snapshot = (list(result.started), list(result.reservations_created), result.considered)
+        with pytest.raises(RuntimeError, match="on_iteration"):
+            observers.iterated(sched, result)
+        [mod] = observers
+        assert mod.seen == [result] and mod.seen[0] is result  # once, with the core's object
+        assert (list(result.started), list(result.reservations_created), result.considered) == snapshot
+        assert [s.job_id for s in sched.iterate(5).started] == ["b"]  # the core carries on
+    finally:
+        MODULES.pop("exploding-test", None)
 
 
 def test_presets_differ_only_in_depth_and_backfill():

@@ -12,7 +12,7 @@ from grid_tasks.db import repository, session_scope
 from grid_tasks.db.models import AccountingRecord, Job
 from grid_tasks.db.transitions import record_transition
 from grid_tasks.errors import ConfigError, GridTasksError
-from grid_tasks.maui import Node, Scheduler
+from grid_tasks.maui import Node, Observers, Scheduler
 from grid_tasks.maui.cfg import parse_maui_config
 from grid_tasks.schedmods import (
     DeferPolicy,
@@ -140,8 +140,7 @@ def test_as_a_module_inside_the_callers_session(sessions: sessionmaker[Session])
         defer_job(s, deferred, T0, DeferPolicy.from_config(cfg))
     with session_scope(sessions) as s:  # the live iteration's transaction
         [checker] = load_modules(cfg, ModuleContext(rm="rmA", session=s))
-        sched = Scheduler([Node("n1", 2)], modules=[checker])
-        sched.iterate(T0 + 61)
+        Observers([checker]).iterate(Scheduler([Node("n1", 2)]), T0 + 61)
         assert checker.last is not None and checker.last.accounted == [done]
         assert checker.last.released == [deferred]
     with session_scope(sessions) as s:  # committed by the caller
@@ -154,7 +153,7 @@ def test_failures_are_recorded_not_raised_and_config_is_checked(tmp_path) -> Non
 
     broken = session_factory(get_engine(f"sqlite:///{tmp_path / 'empty.db'}"))  # no tables
     checker = JobChecker(parse_maui_config(""), ModuleContext(sessions=broken))
-    Scheduler([Node("n1", 1)], modules=[checker]).iterate(T0)
+    Observers([checker]).iterate(Scheduler([Node("n1", 1)]), T0)
     assert checker.errors and "OperationalError" in checker.errors[0]
     with pytest.raises(ConfigError, match="session factory"):
         JobChecker(parse_maui_config(""), ModuleContext())

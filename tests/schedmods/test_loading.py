@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from grid_tasks.maui import Node, Scheduler, SchedulerConfig
+from grid_tasks.maui import Node, Observers, Scheduler, SchedulerConfig
 from grid_tasks.maui.cfg import parse_maui_config
 from grid_tasks.maui.cfgbridge import scheduler_config
 from grid_tasks.maui.model import SchedulerError
@@ -48,25 +48,30 @@ def test_load_modules_builds_the_listed_modules_in_order(tmp_path: Path, session
 def test_scheduler_parts_builds_each_module_once(tmp_path: Path, sessions) -> None:
     config, modules = scheduler_parts(parse_maui_config(CFG), make_context(tmp_path, sessions))
     assert config.modules == ()
-    sched = Scheduler([Node("n1", 2)], config, modules=modules)
-    assert [type(m).__name__ for m in sched.modules] == [
+    sched, observers = Scheduler([Node("n1", 2)], config), Observers(modules)
+    observers.started(sched)
+    assert [type(m).__name__ for m in observers] == [
         "LoggerModule", "JobChecker", "SystemProfiler", "Statistics"]
-    sched.iterate(5.0)
-    assert sched.modules[1].last is not None and sched.modules[3].iterations == 1
-    sched.shutdown()
+    observers.iterate(sched, 5.0)
+    assert modules[1].last is not None and modules[3].iterations == 1
+    observers.shutdown(sched)
 
 
-def test_the_core_builds_them_by_name_inside_use_context(tmp_path: Path, sessions) -> None:
+def test_observers_build_them_by_name_inside_use_context(tmp_path: Path, sessions) -> None:
     cfg = parse_maui_config(CFG)
     ctx = dataclasses.replace(make_context(tmp_path, sessions), config=cfg)
+    config = scheduler_config(cfg)
     with use_context(ctx):
-        sched = Scheduler([Node("n1", 2)], scheduler_config(cfg))
-    assert [type(m) for m in sched.modules][:3] == [LoggerModule, JobChecker, SystemProfiler]
-    assert all(m.context is ctx for m in sched.modules[:3])
-    assert sched.modules[0].max_bytes == 4096  # read from the context's maui.cfg
-    sched.iterate(2.0)
+        observers = Observers(config.modules)
+    sched = Scheduler([Node("n1", 2)], config)
+    observers.started(sched)
+    mods = list(observers)
+    assert [type(m) for m in mods][:3] == [LoggerModule, JobChecker, SystemProfiler]
+    assert all(m.context is ctx for m in mods[:3])
+    assert mods[0].max_bytes == 4096  # read from the context's maui.cfg
+    observers.iterate(sched, 2.0)
     logging.getLogger("test.loading").warning("seen by the logger module")
-    sched.shutdown()
+    observers.shutdown(sched)
     assert "seen by the logger module" in (tmp_path / "log" / "maui.log").read_text()
 
 

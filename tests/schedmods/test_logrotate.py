@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from grid_tasks.errors import ConfigError
-from grid_tasks.maui import Job, Node, Scheduler, SchedulerConfig
+from grid_tasks.maui import Job, Node, Observers, Scheduler, SchedulerConfig
 from grid_tasks.maui.cfg import parse_maui_config
 from grid_tasks.schedmods import LoggerModule, ModuleContext, RotatingLog, load_modules
 
@@ -118,10 +118,11 @@ def test_logger_module_writes_and_rolls_the_scheduler_log(tmp_path: Path) -> Non
     ctx = ModuleContext(state_dir=tmp_path, rm="rmA", loggers=("grid_tasks", "test.sched"))
     modules = load_modules(cfg, ctx)
     assert [type(m) for m in modules] == [LoggerModule]
-    sched = Scheduler([Node("n1", 4)], SchedulerConfig(), modules=modules)
+    sched, observers = Scheduler([Node("n1", 4)], SchedulerConfig()), Observers(modules)
+    observers.started(sched)
     for t in range(10):
         sched.submit(Job(id=f"j{t}", tasks=1, walltime=100.0), now=float(t))
-        sched.iterate(float(t))
+        observers.iterate(sched, float(t))
     logging.getLogger("test.sched").warning("operator note")
     log = tmp_path / "logs" / "sched.log"
     text = log.read_text() + "".join(
@@ -129,7 +130,7 @@ def test_logger_module_writes_and_rolls_the_scheduler_log(tmp_path: Path) -> Non
     assert "iteration at 9 on rmA: started 0" in text and "operator note" in text
     assert "iteration at 0 on rmA" not in text  # rolled past LOGFILEROLLDEPTH
     assert (log.parent / "sched.log.1.gz").exists() and not (log.parent / "sched.log.3.gz").exists()
-    sched.shutdown()
+    observers.shutdown(sched)
     before = log.read_text()
     logging.getLogger("test.sched").warning("after shutdown")
     assert log.read_text() == before  # detached
@@ -138,10 +139,11 @@ def test_logger_module_writes_and_rolls_the_scheduler_log(tmp_path: Path) -> Non
 def test_logger_level_zero_keeps_information_out(tmp_path: Path) -> None:
     cfg = parse_maui_config(f"LOGDIR {tmp_path}\nLOGLEVEL 0\n")
     mod = LoggerModule(cfg, ModuleContext(state_dir=tmp_path / "unused", loggers=("test.quiet",)))
-    sched = Scheduler([Node("n1", 1)], modules=[mod])
+    sched, observers = Scheduler([Node("n1", 1)]), Observers([mod])
+    observers.started(sched)
     logging.getLogger("test.quiet").info("chatter")
     logging.getLogger("test.quiet").error("trouble")
-    sched.shutdown()
+    observers.shutdown(sched)
     text = (tmp_path / "maui.log").read_text()
     assert "trouble" in text and "chatter" not in text
 

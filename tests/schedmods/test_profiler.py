@@ -15,7 +15,7 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from grid_tasks.db import get_engine, session_factory
-from grid_tasks.maui import Node, Scheduler
+from grid_tasks.maui import Node, Observers, Scheduler
 from grid_tasks.maui.cfg import parse_maui_config
 from grid_tasks.schedmods import (
     DatabaseCheck,
@@ -113,15 +113,16 @@ def test_profiler_module_logs_findings_and_throttles(tmp_path: Path, redis_serve
     [prof] = load_modules(cfg, ctx)
     assert isinstance(prof, SystemProfiler)
     with caplog.at_level(logging.WARNING, logger="grid_tasks.schedmods.profiler"):
-        sched = Scheduler([Node("n1", 1)], modules=[prof])
+        sched, observers = Scheduler([Node("n1", 1)]), Observers([prof])
+        observers.started(sched)
     first = prof.last
     assert first is not None and first.at == 1000.0 and first.worst is Severity.CRITICAL
     by_target = {f.target: f.severity for f in first.findings}
     assert by_target == {"logs": Severity.WARNING, "state": Severity.WARNING,
                          "redis": Severity.CRITICAL, "database": Severity.OK}
     assert {r.levelno for r in caplog.records} == {logging.WARNING, logging.ERROR}
-    sched.iterate(1030.0)
+    observers.iterate(sched, 1030.0)
     assert prof.last is first  # within every_s
-    sched.iterate(1060.0)
+    observers.iterate(sched, 1060.0)
     assert prof.last is not first and prof.last.at == 1060.0
     assert prof.last.to_dict()["worst"] == "critical"

@@ -14,6 +14,7 @@ from grid_tasks.embedded.stack import prepare_database
 from grid_tasks.gram import keys
 from grid_tasks.gram.records import Outbox
 from grid_tasks.gram.submission import build_job
+from grid_tasks.maui.modules import MODULES, SchedModule, register_module
 from grid_tasks.node.registry import NodeRegistry
 from grid_tasks.rsl import lower
 from grid_tasks.scheduling.iteration import run_iteration
@@ -73,6 +74,37 @@ def test_modules_named_in_maui_cfg_run_in_the_live_iteration(tmp_path, settings,
 
         _detach(log_file)  # the handler lives per process: do not leak it into other tests
     client.close()
+
+
+class _Witness(SchedModule):
+    """Records, across the per-iteration instances, what the shell hands its modules."""
+
+    calls: list = []
+
+    def on_start(self, scheduler):
+        self.calls.append(("start", None))
+
+    def on_iteration(self, scheduler, result):
+        self.calls.append(("iteration", [int(s.job_id) for s in result.started]))
+
+
+def test_the_live_shell_calls_modules_once_per_iteration_with_the_cores_result(
+        tmp_path, settings, celery_app_factory, cleanup):
+    register_module("witness-test")(_Witness)
+    _Witness.calls = []
+    try:
+        app, client, registry, sessions, settings = _grid(
+            tmp_path, settings, celery_app_factory, "MODULES witness-test\n")
+        first = _submit(sessions)
+        report = run_iteration(app, "rmA", sessions=sessions, redis=client, registry=registry)
+        second = _submit(sessions)
+        later = run_iteration(app, "rmA", sessions=sessions, redis=client, registry=registry)
+        assert (report.started, later.started) == ([first], [second])
+        assert _Witness.calls == [("start", None), ("iteration", [first]),
+                                  ("start", None), ("iteration", [second])]
+        client.close()
+    finally:
+        MODULES.pop("witness-test", None)
 
 
 def test_unconfirmed_launch_is_fenced_and_idle_at_its_deadline_without_deferral(

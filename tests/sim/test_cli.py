@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import json
 import random
+import re
 from pathlib import Path
 
 import pytest
@@ -174,3 +175,85 @@ def test_bad_config_file_is_reported_with_its_line(tmp_path: Path) -> None:
     cfg.write_text("RESERVATIONDEPTH 1\nBACKFILLPOLICY SOMETIMES\n")
     code, _, err = invoke(str(trace), "--config", str(cfg))
     assert code == 1 and f"{cfg}:2" in err and "Traceback" not in err
+
+
+def throttled(tmp_path: Path) -> tuple[Path, Path]:
+    """The synthetic trace and a maui.cfg whose MAXPROC=4 blocks every job over 4 processors."""
+    trace = synthetic(tmp_path / "t.swf", n=120)
+    cfg = tmp_path / "site.cfg"
+    cfg.write_text("# a site\nRESERVATIONDEPTH 1\nUSERCFG[DEFAULT] MAXJOB=50 MAXPROC=4\n")
+    return trace, cfg
+
+
+def test_compare_says_which_jobs_it_measures_before_the_table(tmp_path: Path) -> None:
+    trace, cfg = throttled(tmp_path)
+    code, out, err = invoke(str(trace), "--compare", f"easy,{cfg}", "--no-groups")
+    assert code == 0, err
+    big = sum(1 for r in csv_rows(tmp_path, trace) if int(r["procs"]) > 4)
+    assert big > 0
+    flat = " ".join(re.sub(r"[│┃]", " ", out).split())  # wrapped cells joined back
+    basis = flat.index("EVERY policy")
+    assert basis < flat.index("jobs unfinished") < flat.index("jobs every policy finished:")
+    assert f"easy 0, site.cfg {big}" in flat
+    assert flat.index("every policy finished:") < flat.index("own finished jobs (not comparable)")
+    # the warning: before the replay, once for the one limit, with its line
+    assert err.count("can never start") == 1
+    assert f"{cfg}:3: USERCFG[DEFAULT] MAXPROC=4 is below {big} job(s)" in " ".join(err.split())
+
+
+def csv_rows(tmp_path: Path, trace: Path) -> list[dict[str, str]]:
+    jobs = tmp_path / "all.csv"
+    assert invoke(str(trace), "--jobs-out", str(jobs), "--json")[0] == 0
+    return list(csv.DictReader(jobs.open()))
+
+
+def test_compare_json_carries_the_common_set(tmp_path: Path) -> None:
+    trace, cfg = throttled(tmp_path)
+    code, out, _ = invoke(str(trace), "--compare", f"easy,fcfs,{cfg}", "--json")
+    assert code == 0
+    data = json.loads(out)
+    left = data["unfinished"]["site.cfg"]
+    assert left > 0 and data["unfinished"]["easy"] == data["unfinished"]["fcfs"] == 0
+    assert data["common_jobs"] == 120 - left and data["same_jobs"] is False
+    assert data["basis"] == "jobs every policy finished"
+    for name, entry in data["policies"].items():
+        assert entry["common_set"]["jobs_measured"] == data["common_jobs"]
+        assert entry["metrics_on"] == "own finished jobs"
+        assert entry["unfinished"] == data["unfinished"][name]
+    own = data["policies"]["easy"]
+    assert own["jobs_measured"] == 120 and own["common_set"]["mean_wait_s"] != own["mean_wait_s"]
+    assert data["policies"]["site.cfg"]["common_set"]["mean_wait_s"] == \
+        pytest.approx(data["policies"]["site.cfg"]["mean_wait_s"])  # its own set is the common one
+    (finding,) = data["policies"]["site.cfg"]["never_start"]
+    assert (finding["line"], finding["key"], finding["jobs"]) == (3, "MAXPROC", left)
+    assert data["policies"]["easy"]["never_start"] == []
+
+
+def test_comparison_plots_draw_the_common_set(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from grid_tasks.sim import plots
+
+    trace, cfg = throttled(tmp_path)
+    seen: dict[str, object] = {}
+    original = plots.plot_wait_cdf
+
+    def spy(runs, path, *, basis=""):  # type: ignore[no-untyped-def]
+        seen["sizes"] = {label: len(jobs) for label, jobs in runs}
+        seen["basis"] = basis
+        return original(runs, path, basis=basis)
+
+    monkeypatch.setattr(plots, "plot_wait_cdf", spy)
+    code, out, err = invoke(str(trace), "--compare", f"easy,{cfg}", "--plots",
+                            str(tmp_path / "p"), "--json")
+    assert code == 0, err
+    data = json.loads(out)
+    common, left = data["common_jobs"], data["unfinished"]["site.cfg"]
+    assert seen["sizes"] == {"easy": common, f"site.cfg ({left} unfinished)": common}
+    assert seen["basis"] == f"the {common:,} jobs every policy finished"
+    assert (tmp_path / "p" / "wait_cdf.png").exists()
+
+
+def test_single_run_says_how_many_jobs_never_finished_above_its_table(tmp_path: Path) -> None:
+    trace, cfg = throttled(tmp_path)
+    code, out, _ = invoke(str(trace), "--config", str(cfg), "--no-groups")
+    assert code == 0
+    assert out.index("never finished") < out.index("jobs unfinished")

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from grid_tasks.maui import Reservation
 from grid_tasks.sim.conventions import SimJob
-from grid_tasks.sim.core import load_config, new_scheduler, to_core_job
+from grid_tasks.sim.core import load_config, new_scheduler, observe_modules, to_core_job
 from grid_tasks.sim.engine import Cluster, Engine, SimulationError
 
 
@@ -145,3 +147,41 @@ def test_cancel_a_waiting_job_frees_its_place() -> None:
     done = by_id(engine)
     assert "head" not in done and withdrawn.start == -1
     assert done["next"].start == 10 and done["run"].end == 100
+
+
+def test_progress_is_reported_per_events_with_counts_that_never_go_back() -> None:
+    """The engine reports every ``every`` events (it never reads the clock), the counts
+    only grow, and the last call gives the final figures."""
+    jobs = [job(str(i), i, 1 + i % 3, 50 + i % 7) for i in range(300)]
+    engine = engine_with(4, jobs, "easy")
+    calls: list[tuple[int, int]] = []
+    engine.run(progress=lambda submitted, finished: calls.append((submitted, finished)),
+               every=8)
+    assert len(calls) == engine.events // 8 + 1
+    assert all(a[0] <= b[0] and a[1] <= b[1] for a, b in zip(calls, calls[1:]))
+    assert all(f <= s for s, f in calls)
+    assert calls[-1] == (300, 300) and calls[0][0] > 0
+    # a slow core is still heard from often: no gap of more than `every` events
+    assert len({c for c in calls}) > 300 * 2 // 8 // 2
+
+
+def test_progress_every_must_be_positive() -> None:
+    with pytest.raises(SimulationError, match="at least 1"):
+        engine_with(1, [job("a", 0, 1, 1)]).run(progress=lambda s, f: None, every=0)
+
+
+def test_modules_a_configuration_names_observe_each_cluster_from_the_replay() -> None:
+    engine = Engine()
+    config = dataclasses.replace(load_config("easy"), modules=("statistics",))
+    stats = {}
+    for name, procs in (("a", 2), ("b", 4)):
+        jobs = [job(f"{name}{i}", 5 * i, procs, 20) for i in range(3)]
+        cluster = engine.add_cluster(name, procs, new_scheduler(procs, config, name), to_core_job, jobs)
+        stats[name] = observe_modules(engine, cluster, config)
+    engine.run()
+    for name in ("a", "b"):
+        [mod] = stats[name]
+        cluster = engine.clusters[name]
+        assert mod.running and mod.iterations == cluster.iterations > 0  # one call per iteration
+        assert mod.started == 3  # each cluster's own starts only
+    assert observe_modules(engine, engine.clusters["a"], load_config("easy")) is None

@@ -83,6 +83,8 @@ class MauiConfig:
     settings: dict[str, Setting] = field(default_factory=dict)
     indexed: dict[str, dict[str, Setting]] = field(default_factory=dict)
     objects: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
+    #: (PARAM, object, KEY) -> (line, column) of the KEY=VALUE that set it (last wins)
+    positions: dict[tuple[str, str, str], tuple[int, int]] = field(default_factory=dict)
     warnings: list[MauiConfigWarning] = field(default_factory=list)
 
     # --- plain parameters ---------------------------------------------------------
@@ -111,6 +113,11 @@ class MauiConfig:
         """(line, column) of the value that set a parameter, or None when unset."""
         setting = self.settings.get(self._known(name))
         return None if setting is None else (setting.line, setting.column)
+
+    def object_where(self, param: str, name: str, key: str) -> tuple[int, int] | None:
+        """(line, column) of ``PARAM[name] KEY=...`` (e.g. USERCFG, DEFAULT, MAXPROC), or
+        None when the file does not set it; reports about a credential's limit cite it."""
+        return self.positions.get((canonical(param), name, key.upper()))
 
     def effective(self) -> dict[str, Any]:
         """Every known parameter with its effective value (set or default)."""

@@ -239,9 +239,12 @@ class _Reader:
                              code="MISSING_INDEX")
         entry = self.config.objects.setdefault(param.name, {}).setdefault(st.index, {})
         for item in st.items:
-            self.pair(param, item, entry)
+            if self.pair(param, item, entry):
+                self.config.positions[(param.name, st.index, item.key.upper())] = \
+                    (item.line, item.column)  # type: ignore[union-attr]
 
-    def pair(self, param: ObjectParam, item: Item, entry: dict[str, Any]) -> None:
+    def pair(self, param: ObjectParam, item: Item, entry: dict[str, Any]) -> bool:
+        """Type one ``KEY=VALUE`` into ``entry``; False when the key was ignored."""
         if item.key is None:
             raise self.error(f"{param.name} expects KEY=VALUE pairs, got {item.text!r}",
                              item.line, item.column, key=param.name, code="EXPECTED_PAIR")
@@ -252,7 +255,7 @@ class _Reader:
             hint = f" (did you mean {close[0]}?)" if close else ""
             self.warn(f"unknown {param.name} key {item.key!r} ignored{hint}",
                       item.line, item.column)
-            return
+            return False
         if item.value == "":
             raise self.error(f"missing value for {key} ({vtype.describe()})", item.line,
                              item.value_column, key=key, code="MISSING_VALUE")
@@ -261,6 +264,7 @@ class _Reader:
         except ValueProblem as exc:
             raise self.error(f"bad value for {param.name} key {key}: {exc.message}",
                              item.line, item.value_column + exc.offset, key=key) from None
+        return True
 
     def legacy_sr(self, st: Statement, key: str) -> None:
         """Maui 3.0 ``SR<KEY>[i] value`` lines feed ``SRCFG[i]``."""

@@ -388,3 +388,16 @@ def test_every_shipped_config_reads_without_warnings() -> None:
         depths[path.name] = cfg.get("RESERVATIONDEPTH")
     assert depths["maui-fcfs.cfg"] == 0 and depths["maui-easy.cfg"] == 1
     assert depths["maui-conservative.cfg"] > 10000
+
+
+def test_object_keys_keep_their_line_and_column() -> None:
+    """Reports about a credential's limit cite the KEY=VALUE that set it (last one wins;
+    ignored keys and aliases resolved)."""
+    cfg = parse_maui_config("USERCFG[DEFAULT] MAXJOB=4 \\\n    MAXPROC=16\n"
+                            "QUEUECFG[batch] MAXPS=100 BOGUS=1\nUSERCFG[DEFAULT] MAXJOB=8\n")
+    assert cfg.object_where("USERCFG", "DEFAULT", "maxproc") == (2, 5)
+    assert cfg.object_where("USERCFG", "DEFAULT", "MAXJOB") == (4, 18)
+    assert cfg.object_where("CLASSCFG", "batch", "MAXPS") == (3, 17)
+    assert cfg.object_where("QUEUECFG", "batch", "MAXPS") == (3, 17)
+    assert cfg.object_where("CLASSCFG", "batch", "BOGUS") is None
+    assert cfg.object_where("USERCFG", "nobody", "MAXJOB") is None

@@ -1,8 +1,6 @@
-"""Flower as ``grid-tasks up --flower`` starts it: basic auth, and readable task names.
-
-Runs the embedded stack (private redis-server, scheduler with beat, real node
-daemons, Flower) and talks to Flower's HTTP API.
-"""
+"""Flower as ``grid-tasks up --flower`` starts it, for the tests that talk to it:
+the running stack, its HTTP API with and without basic auth, and a node check as
+Flower shows it (tests/embedded/test_stack.py, test_stack_secrets.py)."""
 
 from __future__ import annotations
 
@@ -16,18 +14,15 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from grid_tasks.celery_app import create_app
 from grid_tasks.embedded.stack import EmbeddedStack, StackOptions
 from grid_tasks.embedded.supervisor import leftover
 from grid_tasks.node.tasks import NODE_CHECK, check_options
 from tests.conftest import DEMO_TOPOLOGY
+from tests.waiting import until
 
-pytestmark = pytest.mark.timeout(180)
 
-
-def _get(url: str, auth: str | None = None) -> tuple[int, Any]:
+def get_json(url: str, auth: str | None = None) -> tuple[int, Any]:
     request = urllib.request.Request(url)
     if auth:
         request.add_header("Authorization", "Basic " + base64.b64encode(auth.encode()).decode())
@@ -38,16 +33,6 @@ def _get(url: str, auth: str | None = None) -> tuple[int, Any]:
         return err.code, None
     except urllib.error.URLError:
         return 0, None  # not listening (yet, or any more)
-
-
-def _wait(cond, timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = cond()
-        if found:
-            return found
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 @contextmanager
@@ -62,32 +47,6 @@ def flower_stack(state_dir: Path) -> Iterator[EmbeddedStack]:
     finally:
         stack.stop()
         assert leftover(pids) == [], "stack processes survived"
-
-
-@pytest.fixture
-def stack(tmp_path):
-    with flower_stack(tmp_path / "grid") as running:
-        yield running
-
-
-def test_flower_needs_credentials_and_shows_readable_task_names(stack):
-    assert stack.flower_url and stack.flower_auth
-    api = stack.flower_url.rstrip("/") + "/api/"
-    user, password = stack.flower_auth.split(":", 1)
-    assert user and len(password) >= 12, "a generated, non-trivial password"
-    # start() returns only once Flower listens: the URL it printed answers at once
-    assert _get(api + "workers")[0] == 401
-    status = _wait(lambda: _get(api + "workers", stack.flower_auth)[0] == 200 or None, 30,
-                   "Flower to answer")
-    assert status
-    assert _get(api + "workers")[0] == 401, "the API must refuse anonymous callers"
-    assert _get(api + "tasks")[0] == 401
-    assert _get(api + "workers", f"{user}:wrong-{password}")[0] == 401
-
-    task = flower_shown_check(stack, "rmB", "node4")
-    assert task["name"] == "check node on rmB/node4"
-    assert task["args"] == "(rm='rmB', node='node4')"
-    assert task["worker"].startswith("node4.rmB@")
 
 
 def flower_shown_check(stack: EmbeddedStack, rm: str, node: str,
@@ -107,12 +66,12 @@ def flower_shown_check(stack: EmbeddedStack, rm: str, node: str,
             result = app.send_task(NODE_CHECK, **check_options(rm, node))
             assert result.get(timeout=30)["node"] == node
             sent.append((result.id, time.monotonic()))
-        code, tasks = _get(api + "tasks", stack.flower_auth)
+        code, tasks = get_json(api + "tasks", stack.flower_auth)
         assert code == 200
         return next((t for i, _ in sent if (t := (tasks or {}).get(i))
                      and t.get("state") == "SUCCESS" and t.get("received")), None)
 
     try:
-        return _wait(shown, timeout, "Flower to show a node check")
+        return until(shown, timeout, "Flower to show a node check", poll=0.2)
     finally:
         app.close()
