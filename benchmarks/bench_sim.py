@@ -152,6 +152,7 @@ def main() -> None:
     worst_ratio, peak, worst_cfg = float("inf"), 0.0, 0.0
     for trace in args.traces.split(","):
         easy = None
+        walls: dict[str, float] = {}
         for policy in policies + configs:
             row = run_child(trace, policy, args.timeout, args.first)
             if row is None:
@@ -159,11 +160,15 @@ def main() -> None:
                 continue
             easy = row if policy == "easy" else easy
             print(report(row, easy), flush=True)
+            walls[Path(policy).name if is_config(policy) else policy] = row["wall_s"]
             peak = max(peak, row["peak_rss_mb"])
             if policy == "easy" and not args.first:
                 worst_ratio = min(worst_ratio, TRACES[trace][2] / row["wall_s"])
             if is_config(policy) and easy is not None:
                 worst_cfg = max(worst_cfg, row["cpu_s"] / easy["cpu_s"])
+        if "easy" in walls:
+            print("".join(f"{trace:9} {p:16} {w / walls['easy']:8.2f}x the EASY replay's time\n"
+                          for p, w in walls.items() if p != "easy"), end="")
     if worst_ratio != float("inf"):
         print(f"EASY: slowest speed-up over the reference {worst_ratio:.1f}x (target >= 10x)")
     if configs:

@@ -236,6 +236,11 @@ class Pool:
             out.append(self.head_res)
         return out
 
+    def held(self) -> list[tuple[Job, Reservation]]:
+        """Job reservations with their jobs (the head's, if it holds one)."""
+        r = self.head_res
+        return [(job, r) for job in self.queue[:1] if r is not None and r.job_id == job.id]
+
     def export(self) -> tuple[list[Job], list[tuple[Job, float]]]:
         """Idle jobs in order and running jobs with their start, for the general engine."""
         return list(self.queue), [(job, start) for job, start, _ in self.running.values()]

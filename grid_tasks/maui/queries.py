@@ -111,10 +111,8 @@ class QueriesMixin:
             end = start + job.walltime
             if end > now:
                 eng.place(job, start, job.walltime, {self.pool.name: job.tasks}, running=True)
-        r = self.pool.head_res
-        if r is not None and r.job_id is not None:
-            head = self.pool.queue[0]
-            eng.place(head, r.start, head.walltime, dict(r.allocation), running=False, reservation=r)
+        for job, r in self.pool.held():
+            eng.place(job, r.start, job.walltime, dict(r.allocation), running=False, reservation=r)
         return eng
 
     def estimate(self: "Scheduler", request: Job, now: float, limit: int = 3) -> list[StartEstimate]:
@@ -225,5 +223,8 @@ class QueriesMixin:
         for job, start in running:
             self.engine.place(job, start, job.walltime, {pool.name: job.tasks}, running=True)
             self.throttle.started(job, 1, start)
+        for job, r in pool.held():  # reservations keep their place (HIGHEST moves them only earlier)
+            self.job_res[job.id] = self.engine.place(job, r.start, job.walltime, dict(r.allocation),
+                                                     running=False, reservation=r)
         self.freed = True
 

@@ -7,8 +7,9 @@ backfill without delaying any reservation, statistics.  It returns decisions and
 does I/O or reads the clock.
 
 A single node carrying only processor requests (a trace machine) with submission-order
-priority runs on the pool fast path (:mod:`grid_tasks.maui.pool`), which makes the same
-decisions in O(1)-ish time per event; anything else moves the state to the general
+priority runs on a pool fast path (:mod:`grid_tasks.maui.pool` for depth 0 or 1,
+:mod:`grid_tasks.maui.pool_conservative` for conservative backfill), which makes the
+same decisions at a fraction of the cost; anything else moves the state to the general
 engine, once and for all.
 """
 
@@ -25,6 +26,7 @@ from grid_tasks.maui.model import (
 )
 from grid_tasks.maui.policies import policies_for
 from grid_tasks.maui.pool import Pool
+from grid_tasks.maui.pool_conservative import ConservativePool
 from grid_tasks.maui.priority import Fairshare
 from grid_tasks.maui.queries import QueriesMixin
 from grid_tasks.maui.idle import IdleQueue
@@ -58,7 +60,10 @@ class Scheduler(QueriesMixin):
         self.idle: dict[str, Job] = self.queue.jobs  # read-only view; changed through self.queue
         self._accounted: dict[str, float] = {}
         self._offsets: tuple[float, ...] = ()
-        self.pool: Pool | None = Pool.maybe(nodes, self.config, self.fairshare.enabled or self.throttle.active)
+        active = self.fairshare.enabled or self.throttle.active
+        self.pool: Pool | ConservativePool | None = (
+            Pool.maybe(nodes, self.config, active)
+            or ConservativePool.maybe(nodes, self.config, policies.queue, policies.backfill, active))
         self.standing_refused: dict[str, str] = {}
         self._standing_seen: set[str] = set()
         self._standing_period: dict[str, tuple[object, int]] = {}  # spec name -> (spec, period done)

@@ -1,0 +1,128 @@
+"""The job reservations of the conservative pool, indexed for its compression pass.
+
+Each reservation is filed three ways: by job id, in a heap of start times (for the
+jobs due to start and the next wake-up), and in a bucket per processor count sorted by
+start.  The buckets answer the compression pass's question "which reservations could
+use the processors that became free over [a, b)?" without looking at the others:
+a reservation for ``n`` processors starting at ``s`` can only move earlier into a
+window that covers a point of [a, b) before ``s`` where at least ``n`` are free now;
+with tau(n) the first such point, exactly the reservations of bucket ``n`` starting
+after tau(n) qualify, a suffix of the bucket.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, bisect_right, insort
+from heapq import heappop, heappush
+from itertools import accumulate
+from math import inf
+
+from grid_tasks.maui.model import Reservation
+from grid_tasks.maui.profile import StepProfile
+
+Key = tuple[float, int, str]  # (submit time, submission sequence, job id): priority order
+_LAST: Key = (inf, 0, "")  # after every key of a real job (submit times are finite)
+
+
+class ReservationBook:
+    """Job reservations of one pool: by id, by start time, by size then start."""
+
+    def __init__(self) -> None:
+        self.res: dict[str, Reservation] = {}
+        self.sizes: dict[str, int] = {}
+        self.starts: list[tuple[float, Key]] = []  # heap; entries of moved reservations go stale
+        self.buckets: dict[int, list[tuple[float, Key]]] = {}
+        self.needs: list[int] = []  # sizes with a non-empty bucket, ascending
+
+    def __len__(self) -> int:
+        return len(self.res)
+
+    def get(self, job_id: str) -> Reservation | None:
+        return self.res.get(job_id)
+
+    def add(self, key: Key, need: int, r: Reservation) -> None:
+        self.res[key[2]] = r
+        self.sizes[key[2]] = need
+        heappush(self.starts, (r.start, key))
+        bucket = self.buckets.get(need)
+        if bucket is None:
+            bucket = self.buckets[need] = []
+            insort(self.needs, need)
+        insort(bucket, (r.start, key))
+
+    def pop(self, key: Key) -> Reservation | None:
+        r = self.res.pop(key[2], None)
+        if r is None:
+            return None
+        need = self.sizes.pop(key[2])
+        bucket = self.buckets[need]
+        del bucket[bisect_left(bucket, (r.start, key))]
+        if not bucket:
+            del self.buckets[need]
+            del self.needs[bisect_left(self.needs, need)]
+        return r
+
+    def move(self, key: Key, r: Reservation, start: float, end: float) -> None:
+        bucket = self.buckets[self.sizes[key[2]]]
+        del bucket[bisect_left(bucket, (r.start, key))]
+        r.start, r.end = start, end
+        insort(bucket, (start, key))
+        heappush(self.starts, (start, key))
+
+    def due(self, now: float) -> list[Key]:
+        """Jobs whose reservation begins by ``now`` (taken off the start heap)."""
+        out = []
+        starts, res = self.starts, self.res
+        while starts and starts[0][0] <= now:
+            t, key = heappop(starts)
+            r = res.get(key[2])
+            if r is not None and r.start == t:
+                out.append(key)
+        return out
+
+    def next_start(self, now: float) -> float | None:
+        """The earliest reservation start after ``now``."""
+        starts, res = self.starts, self.res
+        while starts:
+            t, key = starts[0]
+            r = res.get(key[2])
+            if r is not None and r.start == t:
+                break
+            heappop(starts)
+        if starts and starts[0][0] > now:
+            return starts[0][0]
+        later = [r.start for r in res.values() if r.start > now]
+        return min(later) if later else None
+
+    def nominate(self, prof: StepProfile, a: float, b: float, now: float, after: Key | None,
+                 upto: Key | None, found: dict[Key, float]) -> list[Key]:
+        """Reservations (of jobs after ``after`` and before ``upto`` in priority order) that
+        the free processors of [a, b) could let move earlier; ``found`` maps each nominated
+        key to the latest region end seen for it (a window must begin before it).
+        Returns the newly nominated keys."""
+        lo = max(a, now)
+        if b <= lo or not self.needs:
+            return []
+        times = prof.times
+        i = bisect_right(times, lo) - 1
+        most = list(accumulate(prof.vals[i:bisect_left(times, b)], max))
+        new: list[Key] = []
+        for need in self.needs:
+            k = bisect_left(most, need)
+            if k == len(most):
+                break  # nowhere in [a, b) that many are free
+            tau = lo if k == 0 else times[i + k]
+            bucket = self.buckets[need]
+            for _, key in bucket[bisect_right(bucket, (tau, _LAST)):]:
+                if (after is not None and key <= after) or (upto is not None and key >= upto):
+                    continue
+                seen = found.get(key)
+                if seen is None:
+                    new.append(key)
+                    found[key] = b
+                elif b > seen:
+                    found[key] = b
+        return new
+
+    def held(self) -> list[tuple[Key, Reservation]]:
+        return [(key, self.res[key[2]]) for bucket in self.buckets.values() for _, key in bucket]
