@@ -103,6 +103,7 @@ def config_kwargs(cfg: Any) -> dict[str, Any]:
         "reservation_depth": cfg.get("RESERVATIONDEPTH"),
         "reservation_policy": cfg.get("RESERVATIONPOLICY"),
         "backfill_policy": backfill,
+        "backfill_metric": cfg.get("BACKFILLMETRIC"),
         "node_allocation_policy": alloc,
         "task_distribution": _DISTRIBUTIONS[dist],
         "availability_policy": _availability(cfg.get("NODEAVAILABILITYPOLICY")),

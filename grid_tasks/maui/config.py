@@ -36,6 +36,16 @@ class BackfillPolicy(str, Enum):
     NONE = "NONE"
 
 
+class BackfillMetric(str, Enum):
+    """BACKFILLMETRIC: what BESTFIT and GREEDY maximise (see maui.policies.metric)."""
+
+    PROCS = "PROCS"
+    PROCSECONDS = "PROCSECONDS"
+    SECONDS = "SECONDS"
+    PE = "PE"
+    NODES = "NODES"
+
+
 class ReservationPolicy(str, Enum):
     """How job reservations live across iterations.
 
@@ -105,6 +115,7 @@ class SchedulerConfig:
     reservation_depth: int | None = 1  # None: unlimited
     reservation_policy: ReservationPolicy = ReservationPolicy.CURRENTHIGHEST
     backfill_policy: BackfillPolicy = BackfillPolicy.FIRSTFIT
+    backfill_metric: BackfillMetric = BackfillMetric.PROCS
     node_allocation_policy: str = "FIRSTAVAILABLE"
     task_distribution: str = "PACK"  # or ROUNDROBIN
     availability_policy: AvailabilityPolicy = AvailabilityPolicy.COMBINED
@@ -127,6 +138,7 @@ class SchedulerConfig:
     def __post_init__(self) -> None:
         self.reservation_policy = policy_choice(ReservationPolicy, "RESERVATIONPOLICY", self.reservation_policy)
         self.backfill_policy = policy_choice(BackfillPolicy, "BACKFILLPOLICY", self.backfill_policy)
+        self.backfill_metric = policy_choice(BackfillMetric, "BACKFILLMETRIC", self.backfill_metric)
         self.availability_policy = policy_choice(AvailabilityPolicy, "NODEAVAILABILITYPOLICY",
                                                  self.availability_policy)
         self.fs_policy = policy_choice(FairsharePolicy, "FSPOLICY", self.fs_policy)

@@ -24,7 +24,7 @@ from grid_tasks.maui.engine import Engine, Placement
 from grid_tasks.maui.model import (
     ACL, IterationResult, Job, Node, Reservation, ReservationKind, SchedulerError, Start,
 )
-from grid_tasks.maui.policies import policies_for
+from grid_tasks.maui.policies import machine_totals, policies_for
 from grid_tasks.maui.pool import Pool
 from grid_tasks.maui.pool_conservative import ConservativePool
 from grid_tasks.maui.priority import Fairshare
@@ -43,7 +43,8 @@ class Scheduler(QueriesMixin):
         nodes = list(nodes)
         if not nodes:
             raise SchedulerError("a scheduler needs at least one node")
-        policies = policies_for(self.config)  # chosen once: the iteration never branches on names
+        machine = machine_totals(nodes)
+        policies = policies_for(self.config, machine)  # chosen once: no branching on names
         self.queue_policy, self.backfill = policies.queue, policies.backfill
         self.engine = Engine(nodes, self.config, policies.availability)
         self.seq: dict[str, int] = {}
@@ -52,8 +53,7 @@ class Scheduler(QueriesMixin):
         self.freed = False
         self._counter = 0
         self.fairshare = Fairshare(self.config)
-        self.fairshare.machine = tuple(float(sum(getattr(n, f) for n in nodes))  # type: ignore[assignment]
-                                       for f in ("procs", "memory", "disk", "swap"))
+        self.fairshare.machine = machine  # type: ignore[assignment]
         self.throttle = Throttle(self.config)
         self.ranking = Ranking(self.config, self.fairshare)
         self.queue = IdleQueue(self._may_ever_start, self.ranking)

@@ -141,3 +141,18 @@ def test_unsupported_maui_values_are_typed_errors_with_location():
     with pytest.raises(MauiConfigError) as err:
         scheduler_config(cfg)
     assert err.value.line == 2 and "CONTIGUOUS" in str(err.value)
+
+
+@pytest.mark.parametrize("metric, started", [("PROCS", {"a"}), ("SECONDS", {"b", "c"})])
+def test_backfillmetric_reaches_the_core_and_picks_the_backfill(metric, started):
+    """Four processors free beside a blocked job's reservation: BESTFIT by processors
+    starts the 4-wide job, by seconds the two long 2-wide ones."""
+    cfg = scheduler_config(parse_maui_config(
+        f"BACKFILLPOLICY BESTFIT\nBACKFILLMETRIC {metric}\nRESERVATIONDEPTH 1\n", "m.cfg"))
+    assert cfg.backfill_metric.value == metric
+    sched = Scheduler([Node("n0", procs=10)], cfg)
+    sched.submit(Job("r", tasks=6, walltime=100), now=0)
+    assert [s.job_id for s in sched.iterate(0).started] == ["r"]
+    for name, tasks, walltime in (("big", 10, 10), ("a", 4, 50), ("b", 2, 90), ("c", 2, 80)):
+        sched.submit(Job(name, tasks=tasks, walltime=walltime), now=1)
+    assert {s.job_id for s in sched.iterate(1).started} == started

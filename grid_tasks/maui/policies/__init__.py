@@ -21,6 +21,7 @@ from grid_tasks.maui.policies.availability import (
 from grid_tasks.maui.policies.backfill import (
     BACKFILL_POLICIES, Backfill, BestFit, FirstFit, Greedy, NoBackfill, backfill_policy,
 )
+from grid_tasks.maui.policies.metric import Machine, Metric, backfill_metric, machine_totals
 from grid_tasks.maui.policies.queue import (
     QUEUE_POLICIES, CurrentHighest, Highest, Never, QueuePolicy, queue_policy,
 )
@@ -36,19 +37,22 @@ class Policies:
     availability: Availability
 
 
-def policies_for(config: SchedulerConfig) -> Policies:
-    """Instances for ``config``'s RESERVATIONPOLICY/DEPTH, BACKFILLPOLICY and
-    NODEAVAILABILITYPOLICY (raises :class:`UnknownPolicyError` for an unknown name)."""
+def policies_for(config: SchedulerConfig, machine: Machine | None = None) -> Policies:
+    """Instances for ``config``'s RESERVATIONPOLICY/DEPTH, BACKFILLPOLICY with its
+    BACKFILLMETRIC and NODEAVAILABILITYPOLICY (raises :class:`UnknownPolicyError` for an
+    unknown name); ``machine`` (total processors, memory, disk, swap) values PE."""
     return Policies(
         queue=queue_policy(config.reservation_policy, config.reservation_depth),
-        backfill=backfill_policy(config.backfill_policy),
+        backfill=backfill_policy(config.backfill_policy,
+                                 backfill_metric(config.backfill_metric, machine)),
         availability=availability_policy(config.availability_policy),
     )
 
 
 __all__ = [
     "AVAILABILITY_POLICIES", "Availability", "BACKFILL_POLICIES", "Backfill", "BestFit", "Combined",
-    "CurrentHighest", "Dedicated", "FirstFit", "Greedy", "Highest", "Never", "NoBackfill", "Policies",
+    "CurrentHighest", "Dedicated", "FirstFit", "Greedy", "Highest", "Machine", "Metric", "Never",
+    "NoBackfill", "Policies",
     "QUEUE_POLICIES", "QueuePolicy", "UnknownPolicyError", "Utilized", "availability_policy",
-    "backfill_policy", "policies_for", "queue_policy",
+    "backfill_metric", "backfill_policy", "machine_totals", "policies_for", "queue_policy",
 ]

@@ -6,7 +6,7 @@ job at all (``backfills``); does a job that fits start on the spot, in priority 
 (``at_once``, FIRSTFIT), or is it collected and the collection ordered after the pass
 (:meth:`Backfill.order`, BESTFIT and GREEDY).  Reservations are protected by the
 placement engine either way, so a policy only chooses among jobs that fit now.
-BACKFILLMETRIC is processors for BESTFIT and GREEDY (the only metric the core knows).
+BESTFIT and GREEDY rank by BACKFILLMETRIC (:mod:`grid_tasks.maui.policies.metric`).
 """
 
 from __future__ import annotations
@@ -15,7 +15,12 @@ from typing import Callable, ClassVar
 
 from grid_tasks.maui.config import BackfillPolicy
 from grid_tasks.maui.model import Job
+from grid_tasks.maui.policies.metric import Metric
 from grid_tasks.maui.policies.registry import lookup
+
+
+def _procs(job: Job) -> float:
+    return float(job.procs)
 
 
 class Backfill:
@@ -26,6 +31,10 @@ class Backfill:
     backfills: ClassVar[bool] = True
     #: a job that fits starts during the pass (else it is collected for :meth:`order`)
     at_once: ClassVar[bool] = False
+
+    def __init__(self, metric: Metric = _procs) -> None:
+        #: BACKFILLMETRIC: a job's worth to the window (BESTFIT and GREEDY rank by it)
+        self.metric = metric
 
     def order(self, picks: list[Job], free_now: Callable[[], int]) -> list[Job]:
         """The collected jobs in the order their starts are tried; ``free_now`` gives
@@ -41,35 +50,43 @@ class FirstFit(Backfill):
 
 
 class BestFit(Backfill):
-    """BESTFIT: the largest fitting job first, so the holes are filled by few jobs."""
+    """BESTFIT: the fitting job with the largest metric first (ties in priority order),
+    so the holes are filled by few, large (or long) jobs."""
 
     kind = BackfillPolicy.BESTFIT
 
     def order(self, picks: list[Job], free_now: Callable[[], int]) -> list[Job]:
-        return sorted(picks, key=lambda j: -j.procs)
+        metric = self.metric
+        return sorted(picks, key=lambda j: -metric(j))
 
 
 class Greedy(Backfill):
-    """GREEDY: the subset of the first ``window`` candidates whose processors add up
-    closest to the free processors (a subset-sum over sizes), then the rest in order."""
+    """GREEDY: the subset of the first ``window`` candidates whose metrics add up highest
+    within the free processors (a knapsack over processors; with PROCS, the subset that
+    fills the processors best), then the rest in order."""
 
     kind = BackfillPolicy.GREEDY
     window: ClassVar[int] = 64  # bounds the subset-sum: at most window x free states
 
     def order(self, picks: list[Job], free_now: Callable[[], int]) -> list[Job]:
         head = picks[:self.window]
-        return self.knapsack(head, free_now()) + picks[self.window:]
+        return self.knapsack(head, free_now(), self.metric) + picks[self.window:]
 
     @staticmethod
-    def knapsack(jobs: list[Job], free: int) -> list[Job]:
-        """Chosen jobs first (in candidate order), the others after them."""
-        best: dict[int, tuple[int, ...]] = {0: ()}
+    def knapsack(jobs: list[Job], free: int, metric: Metric = _procs) -> list[Job]:
+        """Chosen jobs first (in candidate order), the others after them.
+
+        One state per processor count reachable (at most window x free states): the
+        best metric sum using exactly that many, replaced only by a strictly better one,
+        so earlier candidates win ties."""
+        best: dict[int, tuple[float, tuple[int, ...]]] = {0: (0.0, ())}
         for i, job in enumerate(jobs):
-            for used, chosen in list(best.items()):
+            worth = metric(job)
+            for used, (value, chosen) in list(best.items()):
                 total = used + job.procs
-                if total <= free and total not in best:
-                    best[total] = chosen + (i,)
-        chosen = best[max(best)]
+                if total <= free and (total not in best or value + worth > best[total][0]):
+                    best[total] = (value + worth, chosen + (i,))
+        _, chosen = max(best.values(), key=lambda entry: entry[0])
         return [jobs[i] for i in chosen] + [j for i, j in enumerate(jobs) if i not in chosen]
 
 
@@ -85,6 +102,6 @@ BACKFILL_POLICIES: dict[BackfillPolicy, type[Backfill]] = {
 }
 
 
-def backfill_policy(name: BackfillPolicy | str) -> Backfill:
-    """The backfill policy BACKFILLPOLICY ``name``."""
-    return lookup(BACKFILL_POLICIES, "BACKFILLPOLICY", name)()
+def backfill_policy(name: BackfillPolicy | str, metric: Metric = _procs) -> Backfill:
+    """The backfill policy BACKFILLPOLICY ``name``, ranking by ``metric``."""
+    return lookup(BACKFILL_POLICIES, "BACKFILLPOLICY", name)(metric)

@@ -1,8 +1,13 @@
 """What distinguishes one policy object from another, asked directly."""
 
+import random
+
+import pytest
+
 from grid_tasks.maui import Job, Node
 from grid_tasks.maui.policies import (
     BestFit, Combined, CurrentHighest, Dedicated, FirstFit, Greedy, Highest, NoBackfill,
+    UnknownPolicyError, backfill_metric,
 )
 
 
@@ -58,3 +63,57 @@ def test_dedicated_ignores_measured_use_and_combined_subtracts_it():
     node = Node("n", procs=8, memory=1000, utilized_procs=3, utilized_memory=400)
     assert (Combined().procs_now(node), Combined().memory_now(node)) == (5, 600)
     assert Dedicated().procs_now(node) == float("inf") and not Dedicated.counts_utilized
+
+
+def _timed(*shapes):
+    """Jobs of (processors, walltime)."""
+    return [Job(f"t{i}", tasks=p, walltime=w) for i, (p, w) in enumerate(shapes)]
+
+
+def test_bestfit_ranks_by_the_backfill_metric():
+    picks = _timed((4, 100), (2, 1000), (3, 10))
+    free = lambda: 10  # noqa: E731
+    by = {name: [j.id for j in BestFit(backfill_metric(name)).order(picks, free)]
+          for name in ("PROCS", "PROCSECONDS", "SECONDS")}
+    assert by == {"PROCS": ["t0", "t2", "t1"], "PROCSECONDS": ["t1", "t0", "t2"],
+                  "SECONDS": ["t1", "t0", "t2"]}
+
+
+def test_greedy_maximises_the_metric_within_the_free_processors():
+    # 6 free: PROCS fills them (4+2); SECONDS prefers the long 3+3 pair
+    picks = _timed((4, 10), (2, 10), (3, 500), (3, 400))
+    free = lambda: 6  # noqa: E731
+    assert [j.id for j in Greedy(backfill_metric("PROCS")).order(picks, free)][:2] == ["t0", "t1"]
+    assert [j.id for j in Greedy(backfill_metric("SECONDS")).order(picks, free)][:2] == ["t2", "t3"]
+
+
+def test_greedy_with_procs_is_the_subset_sum_it_always_was():
+    """PROCS must keep the decisions of the plain subset-sum (first subset found for
+    the largest total), on many random candidate lists."""
+    def subset_sum(jobs, free):
+        best = {0: ()}
+        for i, job in enumerate(jobs):
+            for used, chosen in list(best.items()):
+                if used + job.procs <= free and used + job.procs not in best:
+                    best[used + job.procs] = chosen + (i,)
+        chosen = best[max(best)]
+        return [jobs[i] for i in chosen] + [j for i, j in enumerate(jobs) if i not in chosen]
+
+    rng = random.Random(7)
+    for _ in range(200):
+        jobs = _jobs(*(rng.randint(1, 9) for _ in range(rng.randint(1, 12))))
+        free = rng.randint(0, 30)
+        assert Greedy.knapsack(jobs, free) == subset_sum(jobs, free)
+
+
+def test_pe_values_a_memory_heavy_job_by_its_memory_share():
+    machine = (10.0, 1000.0, 0.0, 0.0)
+    light, heavy = Job("l", tasks=2), Job("h", tasks=1, mem_per_task=500)
+    pe = backfill_metric("PE", machine)
+    assert (pe(light), pe(heavy)) == (2.0, 5.0)
+    assert backfill_metric("NODES")(Job("n", tasks=8, tasks_per_node=4)) == 2.0
+
+
+def test_an_unknown_metric_names_the_parameter():
+    with pytest.raises(UnknownPolicyError, match="BACKFILLMETRIC 'WIDTH'"):
+        backfill_metric("WIDTH")
