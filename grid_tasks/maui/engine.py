@@ -180,6 +180,13 @@ class Engine(HoldsMixin):
             curve = self.curve = CapacityCurve(now, profiles, offsets)
         return curve
 
+    def iteration_over(self) -> None:
+        """The iteration is over: forget its free-processors curve.  The next one has
+        another ``now`` and builds its own, so keeping this one exact through the ends
+        and reservation drops in between would be work thrown away (a rebuilt curve
+        gives the same numbers: processor counts are integers, summed exactly)."""
+        self.curve = None
+
     def _touched(self, alloc: dict[str, int]) -> None:
         curve = self.curve
         if curve is not None:

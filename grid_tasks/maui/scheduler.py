@@ -181,6 +181,7 @@ class Scheduler(QueriesMixin):
         self._offsets = tuple({j.walltime for j in order})
         self._refresh_reservations(order, now, res)
         self._schedule(order, now, res)
+        eng.iteration_over()
         return res
 
     def _schedule(self, order: list[Job], now: float, res: IterationResult) -> None:
