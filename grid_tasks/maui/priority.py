@@ -77,20 +77,40 @@ class Fairshare:
         if not self.enabled or end <= start:
             return
         self._cache.clear()
+        self._add(self._rows(job), procs, start, end)
+
+    def charge_running(self, due: list[tuple[Job, float, float]]) -> None:
+        """:meth:`charge` each ``(job, start, end)`` at its :meth:`usage_rate`, in order
+        (the same additions as one call per job, without the per-call set-up: every
+        iteration charges every running job)."""
+        if not self.enabled or not due:
+            return
+        self._cache.clear()
+        rate, add, rows = self.usage_rate, self._add, self._rows
+        for job, start, end in due:
+            if end > start:
+                add(rows(job), rate(job), start, end)
+
+    def _rows(self, job: Job) -> list[dict[int, float]]:
+        """The usage rows of the job's credentials, looked up once per credential tuple."""
         if self._slots_of is not self.usage:  # usage replaced (state restored): rows are new
             self._slots, self._slots_of = {}, self.usage
         creds = (job.user, job.group, job.account, job.job_class, job.qos)
         slots = self._slots.get(creds)
-        if slots is None:  # the usage rows of the job's credentials, looked up once
+        if slots is None:
             slots = self._slots[creds] = [self.usage[kind][name] for kind in CREDENTIAL_KINDS
                                           if (name := credential(job, kind)) is not None]
+        return slots
+
+    def _add(self, slots: list[dict[int, float]], procs: float, start: float, end: float) -> None:
         width = self.config.fs_interval
+        totals = self.totals
         t = start
         while t < end:
             w = int(t // width)
             upto = min(end, (w + 1) * width)
             amount = procs * (upto - t)
-            self.totals[w] += amount
+            totals[w] += amount
             for slot in slots:
                 slot[w] = slot.get(w, 0.0) + amount
             t = upto

@@ -27,6 +27,9 @@ from grid_tasks.maui.priority import (
 #: From this many jobs on, the queue is scored with numpy (fewer: per job, in Python).
 VECTOR_FROM = 48
 
+#: Fairshare subcomponent -> the job attribute naming its credential.
+_FS_ATTRS = {"FS" + kind: attr for kind, attr in _CREDENTIAL_ATTRS.items()}
+
 #: Per component: (component weight, ((subcomponent, its function, weight), ...), fixed).
 Compiled = tuple[tuple[float, tuple[tuple[str, RawFn, float], ...], bool], ...]
 
@@ -62,7 +65,7 @@ class Ranking:
             scores = self.vector_scores(jobs, now)
             order = np.lexsort((np.fromiter((seq[j.id] for j in jobs), np.int64, len(jobs)), -scores))
             return [jobs[i] for i in order.tolist()]
-        scored = [(-self.score(j, now), seq[j.id], j) for j in jobs]
+        scored = [(-s, seq[j.id], j) for s, j in zip(self.scores(jobs, now), jobs)]
         scored.sort(key=lambda x: (x[0], x[1]))
         return [j for _, _, j in scored]
 
@@ -92,6 +95,33 @@ class Ranking:
             else:
                 total += fixed
         return total + job.priority
+
+    def scores(self, jobs: Sequence[Job], now: float) -> list[float]:
+        """Every job's :meth:`score` (the same floats), a fairshare subcomponent worked
+        out once per credential name rather than once per job."""
+        config, fs, terms = self.config, self.fs, self.terms
+        known: dict[tuple[str, object], float] = {}
+        out = []
+        for job in jobs:
+            total = 0.0
+            for (cw, subs, _), fixed in zip(terms, self._fixed(job, now)):
+                if fixed is None:
+                    part = 0.0
+                    for sub, fn, sw in subs:
+                        attr = _FS_ATTRS.get(sub)
+                        if attr is None:
+                            value = fn(job, now, config, fs)
+                        else:
+                            key = (sub, getattr(job, attr))
+                            value = known.get(key)
+                            if value is None:
+                                value = known[key] = fn(job, now, config, fs)
+                        part += sw * value
+                    total += cw * part
+                else:
+                    total += fixed
+            out.append(total + job.priority)
+        return out
 
     def vector_scores(self, jobs: Sequence[Job], now: float) -> np.ndarray:
         """Every job's :meth:`score`, column-wise, in the same order of operations."""

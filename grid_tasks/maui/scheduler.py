@@ -375,14 +375,16 @@ class Scheduler(QueriesMixin):
         if not fs.enabled:
             return
         accounted = self._accounted
+        due = []
         for pl in self.engine.placements.values():
             if pl.running:  # _accrue_one, skipping jobs already accounted up to now
                 job = pl.job
                 since = accounted.get(job.id, pl.start)
                 upto = min(now, pl.end)
                 if upto > since:
-                    fs.charge(job, fs.usage_rate(job), since, upto)
+                    due.append((job, since, upto))
                     accounted[job.id] = upto
+        fs.charge_running(due)
 
     def _accrue_one(self, pl: Placement, now: float) -> None:
         if not self.fairshare.enabled:
