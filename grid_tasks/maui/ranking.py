@@ -109,7 +109,11 @@ class Ranking:
                     part = 0.0
                     for sub, fn, sw in subs:
                         attr = _FS_ATTRS.get(sub)
-                        if attr is None:
+                        if sub == "QUEUETIME":  # RAW's functions, inlined: the same floats
+                            value = max(0.0, now - job.submit_time) / 60.0
+                        elif sub == "XFACTOR":
+                            value = (max(0.0, now - job.submit_time) + job.walltime) / job.walltime
+                        elif attr is None:
                             value = fn(job, now, config, fs)
                         else:
                             key = (sub, getattr(job, attr))

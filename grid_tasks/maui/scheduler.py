@@ -266,13 +266,15 @@ class Scheduler(QueriesMixin):
 
     def _fit_now(self, job: Job, now: float) -> dict[str, int] | None:
         """Where the job can start right now for its whole walltime, else None."""
-        if self._not_before(job, now) > now:
-            return None
         eng = self.engine
+        if not job.early_start and job.id in eng.acl_jobs and self._not_before(job, now) > now:
+            return None
         holds = eng.accessible(job)
         end = now + job.walltime
-        curve = eng.capacity(now, self._offsets)
-        bonus = sum(h.size for h in holds if h.res.start < end and h.res.end > now)
+        curve = eng.curve
+        if curve is None or curve.now != now:
+            curve = eng.capacity(now, self._offsets)
+        bonus = sum(h.size for h in holds if h.res.start < end and h.res.end > now) if holds else 0
         if job.procs > curve.free_for(job.walltime) + bonus:
             return None  # not enough processors stay free that long anywhere
         nodes, names = eng.eligible_set(job)
