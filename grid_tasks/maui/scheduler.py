@@ -190,9 +190,9 @@ class Scheduler(QueriesMixin):
         p = _Pass(held=len(self.job_res), floor=now)
         job_res = self.job_res
         quick = not self.throttle.active
-        done = _Done(self, now)
-        for job in order:
-            if done(p, len(res.started)):
+        done = _Done(self, now, order)
+        for i, job in enumerate(order):
+            if done.possible and p.held >= done.depth and done(p, len(res.started), i):
                 break  # the rest of the queue could neither start nor get a reservation
             pl = job_res.get(job.id)
             if quick and pl is not None and pl.start > now:
@@ -398,23 +398,43 @@ class Scheduler(QueriesMixin):
 
 class _Done:
     """Whether a priority pass can stop early: every reservation it may make is made
-    and no processor is free (:meth:`Scheduler.nothing_free`), so no later job could
-    start, be picked for backfill or get a reservation.  Never while a reservation of
-    an earlier pass begins by now: its job starts in processors the check sees taken."""
+    and no later job fits the processors free now (none at all,
+    :meth:`Scheduler.nothing_free`, or fewer than the smallest job left asks even with
+    every reservation hold's processors added, which is :meth:`Scheduler._fit_now`'s
+    first test), so no later job could start, be picked for backfill or get a
+    reservation.  Never while a reservation of an earlier pass begins by now: its job
+    starts in processors the check sees taken."""
 
-    def __init__(self, sched: "Scheduler", now: float) -> None:
+    def __init__(self, sched: "Scheduler", now: float, order: list[Job]) -> None:
         depth = sched.queue_policy.depth
-        self.sched, self.now, self.depth = sched, now, depth
+        self.sched, self.now, self.depth, self.order = sched, now, depth, order
         self.possible = depth is not None and all(
             pl.start > now for pl in sched.job_res.values())
         self.full, self.seen = False, -1  # nothing_free as of ``seen`` starts
+        self.room = 0.0  # processors free now plus every hold's, as of ``seen`` starts
+        self._least: list[int] | None = None  # fewest processors asked from position i on
 
-    def __call__(self, p: "_Pass", started: int) -> bool:
+    def __call__(self, p: "_Pass", started: int, i: int) -> bool:
         if not self.possible or p.held < self.depth:
             return False
+        sched = self.sched
         if started != self.seen:  # only a start can take the last free processor
-            self.full, self.seen = self.sched.nothing_free(self.now), started
-        return self.full
+            self.full, self.seen = sched.nothing_free(self.now), started
+            eng = sched.engine
+            self.room = (eng.capacity(self.now, sched._offsets).free_for(0.0)
+                         + sum(h.size for h in eng.holds.values()))
+        return self.full or self.least(i) > self.room
+
+    def least(self, i: int) -> int:
+        """The fewest processors any job from position ``i`` of the order asks."""
+        if self._least is None:
+            least, low = [], inf
+            for job in reversed(self.order):
+                low = min(low, job.procs)
+                least.append(low)
+            least.reverse()
+            self._least = least
+        return self._least[i]
 
 
 @dataclass
