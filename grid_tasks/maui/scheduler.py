@@ -398,12 +398,12 @@ class Scheduler(QueriesMixin):
 
 class _Done:
     """Whether a priority pass can stop early: every reservation it may make is made
-    and no later job fits the processors free now (none at all,
-    :meth:`Scheduler.nothing_free`, or fewer than the smallest job left asks even with
-    every reservation hold's processors added, which is :meth:`Scheduler._fit_now`'s
-    first test), so no later job could start, be picked for backfill or get a
-    reservation.  Never while a reservation of an earlier pass begins by now: its job
-    starts in processors the check sees taken."""
+    and no later job could start now: no processor is free
+    (:meth:`Scheduler.nothing_free`), or each job left asks more processors than stay
+    free for its walltime, counting the holds it may use (:meth:`Scheduler._fit_now`'s
+    first test).  Then no later job could start, be
+    picked for backfill or get a reservation.  Never while a reservation of an
+    earlier pass begins by now: its job starts in processors the check sees taken."""
 
     def __init__(self, sched: "Scheduler", now: float, order: list[Job]) -> None:
         depth = sched.queue_policy.depth
@@ -411,30 +411,36 @@ class _Done:
         self.possible = depth is not None and all(
             pl.start > now for pl in sched.job_res.values())
         self.full, self.seen = False, -1  # nothing_free as of ``seen`` starts
-        self.room = 0.0  # processors free now plus every hold's, as of ``seen`` starts
-        self._least: list[int] | None = None  # fewest processors asked from position i on
+        self.fits_at = -1  # a job at or after this position might fit (as of ``seen``)
 
     def __call__(self, p: "_Pass", started: int, i: int) -> bool:
         if not self.possible or p.held < self.depth:
             return False
-        sched = self.sched
         if started != self.seen:  # only a start can take the last free processor
-            self.full, self.seen = sched.nothing_free(self.now), started
-            eng = sched.engine
-            self.room = (eng.capacity(self.now, sched._offsets).free_for(0.0)
-                         + sum(h.size for h in eng.holds.values()))
-        return self.full or self.least(i) > self.room
+            self.full, self.seen, self.fits_at = self.sched.nothing_free(self.now), started, -1
+        if self.full:
+            return True
+        if i <= self.fits_at:
+            return False
+        self.fits_at = self._first_fitting(i)
+        return self.fits_at < 0
 
-    def least(self, i: int) -> int:
-        """The fewest processors any job from position ``i`` of the order asks."""
-        if self._least is None:
-            least, low = [], inf
-            for job in reversed(self.order):
-                low = min(low, job.procs)
-                least.append(low)
-            least.reverse()
-            self._least = least
-        return self._least[i]
+    def _first_fitting(self, i: int) -> int:
+        """Position of the first job from ``i`` on that passes _fit_now's processor
+        test (-1: none does)."""
+        sched = self.sched
+        eng = sched.engine
+        now = self.now
+        curve = eng.capacity(now, sched._offsets)
+        order = self.order
+        for k in range(i, len(order)):
+            job = order[k]
+            holds = eng.accessible(job)
+            end = now + job.walltime
+            bonus = sum(h.size for h in holds if h.res.start < end and h.res.end > now) if holds else 0
+            if job.procs <= curve.free_for(job.walltime) + bonus:
+                return k
+        return -1
 
 
 @dataclass
