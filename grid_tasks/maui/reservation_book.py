@@ -31,7 +31,8 @@ class ReservationBook:
         self.res: dict[str, Reservation] = {}
         self.sizes: dict[str, int] = {}
         self.starts: list[tuple[float, Key]] = []  # heap; entries of moved reservations go stale
-        self.buckets: dict[int, list[tuple[float, Key]]] = {}
+        # per size: (start, key, walltime) sorted by start
+        self.buckets: dict[int, list[tuple[float, Key, float]]] = {}
         self.needs: list[int] = []  # sizes with a non-empty bucket, ascending
 
     def __len__(self) -> int:
@@ -48,7 +49,7 @@ class ReservationBook:
         if bucket is None:
             bucket = self.buckets[need] = []
             insort(self.needs, need)
-        insort(bucket, (r.start, key))
+        insort(bucket, (r.start, key, r.end - r.start))
 
     def pop(self, key: Key) -> Reservation | None:
         r = self.res.pop(key[2], None)
@@ -66,7 +67,7 @@ class ReservationBook:
         bucket = self.buckets[self.sizes[key[2]]]
         del bucket[bisect_left(bucket, (r.start, key))]
         r.start, r.end = start, end
-        insort(bucket, (start, key))
+        insort(bucket, (start, key, end - start))
         heappush(self.starts, (start, key))
 
     def due(self, now: float) -> list[Key]:
@@ -99,13 +100,18 @@ class ReservationBook:
         """Reservations (of jobs after ``after`` and before ``upto`` in priority order) that
         the free processors of [a, b) could let move earlier; ``found`` maps each nominated
         key to the latest region end seen for it (a window must begin before it).
-        Returns the newly nominated keys."""
+        Returns the newly nominated keys.
+
+        A reservation for ``n`` processors is nominated only when a run of at least ``n``
+        free processors touching [a, b) before its start could hold it: a run as long as
+        its walltime, or one reaching its start (its own processors are free from there)."""
         lo = max(a, now)
         if b <= lo or not self.needs:
             return []
-        times = prof.times
+        times, vals = prof.times, prof.vals
         i = bisect_right(times, lo) - 1
-        most = list(accumulate(prof.vals[i:bisect_left(times, b)], max))
+        j = bisect_left(times, b, i + 1)
+        most = list(accumulate(vals[i:j], max))
         new: list[Key] = []
         for need in self.needs:
             k = bisect_left(most, need)
@@ -113,7 +119,13 @@ class ReservationBook:
                 break  # nowhere in [a, b) that many are free
             tau = lo if k == 0 else times[i + k]
             bucket = self.buckets[need]
-            for _, key in bucket[bisect_right(bucket, (tau, _LAST)):]:
+            pos = bisect_right(bucket, (tau, _LAST))
+            if pos == len(bucket):
+                continue
+            longest, far = _runs(times, vals, i + k, j, need, now, bucket[-1][0])
+            for s, key, w in bucket[pos:]:
+                if s > far and w > longest:
+                    continue  # no run touching the region could hold it before its start
                 if (after is not None and key <= after) or (upto is not None and key >= upto):
                     continue
                 seen = found.get(key)
@@ -125,4 +137,31 @@ class ReservationBook:
         return new
 
     def held(self) -> list[tuple[Key, Reservation]]:
-        return [(key, self.res[key[2]]) for bucket in self.buckets.values() for _, key in bucket]
+        return [(key, self.res[key[2]]) for bucket in self.buckets.values() for _, key, _ in bucket]
+
+
+def _runs(times: list[float], vals: list[float], m: int, j: int, need: int, now: float,
+          cap: float) -> tuple[float, float]:
+    """The longest run (from ``now`` on) of at least ``need`` free among the runs that
+    touch segments ``m`` to ``j - 1`` (segment ``m`` has enough), and the farthest end of
+    one; a run reaching ``cap`` counts as endless (no start it could serve lies beyond)."""
+    n = len(times)
+    while m > 0 and vals[m - 1] >= need and times[m] > now:
+        m -= 1
+    longest = far = -inf
+    while True:
+        start = max(times[m], now)
+        q = m + 1
+        while q < n and vals[q] >= need and times[q] < cap:
+            q += 1
+        end = inf if q == n or times[q] >= cap else times[q]
+        if end - start > longest:
+            longest = end - start
+        far = end
+        if end == inf:
+            return longest, far
+        while q < j and vals[q] < need:
+            q += 1
+        if q >= j:
+            return longest, far
+        m = q
