@@ -191,7 +191,7 @@ class ConservativePool:
     def _compress(self, now: float, res: IterationResult) -> None:
         """The engine's pass (every reservation, in priority order, to its earliest start
         before its own) over the reservations a pending region could help."""
-        pending = [g for g in self.regions if g[1] > now]  # the past helps nobody
+        pending = _merged([g for g in self.regions if g[1] > now])  # the past helps nobody
         self.regions = []
         found: dict[Key, float] = {}
         todo: list[Key] = []
@@ -321,3 +321,21 @@ class ConservativePool:
     def export(self) -> tuple[list[Job], list[tuple[Job, float]]]:
         """Idle jobs in order and running jobs with their start, for the general engine."""
         return self.queue, [(job, start) for job, start, _ in self.running.values()]
+
+
+def _merged(regions: list[tuple[float, float, Key | None]]) -> list[tuple[float, float, Key | None]]:
+    """Overlapping or touching regions as one, for the jobs before the latest bound of
+    either (nominating a job too many only costs a look: a job moves to its true
+    earliest start, found on the profile itself)."""
+    if len(regions) < 2:
+        return regions
+    regions.sort(key=lambda g: g[0])
+    out = [regions[0]]
+    for a, b, upto in regions[1:]:
+        a0, b0, upto0 = out[-1]
+        if a > b0:
+            out.append((a, b, upto))
+            continue
+        wider = None if upto is None or upto0 is None else max(upto, upto0)
+        out[-1] = (a0, max(b, b0), wider)
+    return out

@@ -122,18 +122,18 @@ class ReservationBook:
             pos = bisect_right(bucket, (tau, _LAST))
             if pos == len(bucket):
                 continue
-            longest, far = _runs(times, vals, i + k, j, need, now, bucket[-1][0])
-            for s, key, w in bucket[pos:]:
+            cands = [(s, key, w) for s, key, w in bucket[pos:]
+                     if (after is None or key > after) and (upto is None or key < upto)
+                     and found.get(key, -inf) < b]
+            if not cands:
+                continue
+            longest, far = _runs(times, vals, i + k, j, need, now, cands[-1][0])
+            for s, key, w in cands:
                 if s > far and w > longest:
                     continue  # no run touching the region could hold it before its start
-                if (after is not None and key <= after) or (upto is not None and key >= upto):
-                    continue
-                seen = found.get(key)
-                if seen is None:
+                if key not in found:
                     new.append(key)
-                    found[key] = b
-                elif b > seen:
-                    found[key] = b
+                found[key] = b
         return new
 
     def held(self) -> list[tuple[Key, Reservation]]:
