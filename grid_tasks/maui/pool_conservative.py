@@ -184,7 +184,7 @@ class ConservativePool:
                         procs_per_task=job.procs_per_task, kind=ReservationKind.JOB,
                         job_id=job.id, allocation={self.name: job.tasks})
         self.prof.add(t, r.end, -job.procs)
-        self.book.add(key, job.procs, r)
+        self.book.add(key, job.procs, job.walltime, r)
         res.reservations_created.append(r)
 
     # -- compression: reservations move earlier after something was freed -------------
@@ -211,11 +211,12 @@ class ConservativePool:
     def _advance(self, key: Key, now: float, reach: float, res: IterationResult) -> tuple[float, float] | None:
         """Move the job's reservation to its earliest start before the current one (a
         window beginning before ``reach``); returns the region it gave up, if any."""
-        r = self.book.get(key[2])
+        book = self.book
+        r = book.res.get(key[2])
         if r is None or r.start <= now:
             return None
-        job = self.idle[key[2]][0]
-        w, p, old_start, old_end = job.walltime, job.procs, r.start, r.end
+        old_start, old_end = r.start, r.end
+        w, p = book.walltime[key[2]], book.sizes[key[2]]
         times = self.prof.times
         last = bisect_left(times, old_start) - 1
         if self.prof.vals[last] >= p:  # a window may cross its start (own given back there)

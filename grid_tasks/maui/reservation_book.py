@@ -30,9 +30,10 @@ class ReservationBook:
     def __init__(self) -> None:
         self.res: dict[str, Reservation] = {}
         self.sizes: dict[str, int] = {}
+        self.walltime: dict[str, float] = {}
         self.starts: list[tuple[float, Key]] = []  # heap; entries of moved reservations go stale
-        # per size: (start, key, walltime) sorted by start
-        self.buckets: dict[int, list[tuple[float, Key, float]]] = {}
+        self.buckets: dict[int, list[tuple[float, Key]]] = {}
+        self.walls: dict[int, list[float]] = {}  # per size: walltimes, parallel to the bucket
         self.needs: list[int] = []  # sizes with a non-empty bucket, ascending
 
     def __len__(self) -> int:
@@ -41,33 +42,48 @@ class ReservationBook:
     def get(self, job_id: str) -> Reservation | None:
         return self.res.get(job_id)
 
-    def add(self, key: Key, need: int, r: Reservation) -> None:
+    def add(self, key: Key, need: int, walltime: float, r: Reservation) -> None:
         self.res[key[2]] = r
         self.sizes[key[2]] = need
+        self.walltime[key[2]] = walltime
         heappush(self.starts, (r.start, key))
         bucket = self.buckets.get(need)
         if bucket is None:
             bucket = self.buckets[need] = []
+            self.walls[need] = []
             insort(self.needs, need)
-        insort(bucket, (r.start, key, r.end - r.start))
+        entry = (r.start, key)
+        at = bisect_left(bucket, entry)
+        bucket.insert(at, entry)
+        self.walls[need].insert(at, walltime)
 
     def pop(self, key: Key) -> Reservation | None:
         r = self.res.pop(key[2], None)
         if r is None:
             return None
         need = self.sizes.pop(key[2])
+        del self.walltime[key[2]]
         bucket = self.buckets[need]
-        del bucket[bisect_left(bucket, (r.start, key))]
+        at = bisect_left(bucket, (r.start, key))
+        del bucket[at]
+        del self.walls[need][at]
         if not bucket:
             del self.buckets[need]
+            del self.walls[need]
             del self.needs[bisect_left(self.needs, need)]
         return r
 
     def move(self, key: Key, r: Reservation, start: float, end: float) -> None:
-        bucket = self.buckets[self.sizes[key[2]]]
-        del bucket[bisect_left(bucket, (r.start, key))]
+        need = self.sizes[key[2]]
+        bucket, walls = self.buckets[need], self.walls[need]
+        at = bisect_left(bucket, (r.start, key))
+        del bucket[at]
+        del walls[at]
         r.start, r.end = start, end
-        insort(bucket, (start, key, end - start))
+        entry = (start, key)
+        at = bisect_left(bucket, entry)
+        bucket.insert(at, entry)
+        walls.insert(at, self.walltime[key[2]])
         heappush(self.starts, (start, key))
 
     def due(self, now: float) -> list[Key]:
@@ -122,22 +138,27 @@ class ReservationBook:
             pos = bisect_right(bucket, (tau, _LAST))
             if pos == len(bucket):
                 continue
-            cands = [(s, key, w) for s, key, w in bucket[pos:]
-                     if (after is None or key > after) and (upto is None or key < upto)
-                     and found.get(key, -inf) < b]
-            if not cands:
-                continue
-            longest, far = _runs(times, vals, i + k, j, need, now, cands[-1][0])
-            for s, key, w in cands:
-                if s > far and w > longest:
-                    continue  # no run touching the region could hold it before its start
-                if key not in found:
+            longest, far = _runs(times, vals, i + k, j, need, now, bucket[-1][0])
+            # every start up to ``far`` can be reached; after it only a walltime up to ``longest``
+            cut = bisect_right(bucket, (far, _LAST), pos)
+            cands = bucket[pos:cut]
+            if cut < len(bucket):
+                walls = self.walls[need]
+                if min(walls[cut:]) <= longest:
+                    cands += [bucket[x] for x in range(cut, len(bucket)) if walls[x] <= longest]
+            for _, key in cands:
+                if (after is not None and key <= after) or (upto is not None and key >= upto):
+                    continue
+                seen = found.get(key)
+                if seen is not None and seen >= b:
+                    continue
+                if seen is None:
                     new.append(key)
                 found[key] = b
         return new
 
     def held(self) -> list[tuple[Key, Reservation]]:
-        return [(key, self.res[key[2]]) for bucket in self.buckets.values() for _, key, _ in bucket]
+        return [(key, self.res[key[2]]) for bucket in self.buckets.values() for _, key in bucket]
 
 
 def _runs(times: list[float], vals: list[float], m: int, j: int, need: int, now: float,
