@@ -6,8 +6,12 @@ start.  The buckets answer the compression pass's question "which reservations c
 use the processors that became free over [a, b)?" without looking at the others:
 a reservation for ``n`` processors starting at ``s`` can only move earlier into a
 window that covers a point of [a, b) before ``s`` where at least ``n`` are free now;
-with tau(n) the first such point, exactly the reservations of bucket ``n`` starting
-after tau(n) qualify, a suffix of the bucket.
+with tau(n) the first such point, only the reservations of bucket ``n`` starting
+after tau(n) can qualify, a suffix of the bucket.  Of those, a window needs a run of
+``n`` free processors through such a point that is as long as the walltime or reaches
+the reservation's start (its own processors are free from there): the starts up to the
+farthest run end are one bisection, the others must have a walltime up to the longest
+run (a walltime list beside each bucket answers "none" with one C-level ``min``).
 """
 
 from __future__ import annotations
@@ -127,25 +131,29 @@ class ReservationBook:
         times, vals = prof.times, prof.vals
         i = bisect_right(times, lo) - 1
         j = bisect_left(times, b, i + 1)
-        most = list(accumulate(vals[i:j], max))
+        # most[k]: the most free in [lo, start of segment i + k + 1)
+        most = [vals[i]] if j == i + 1 else list(accumulate(vals[i:j], max))
+        top = most[-1]
         new: list[Key] = []
+        longest = far = inf  # bounds from a smaller size: its runs contain a bigger size's
         for need in self.needs:
-            k = bisect_left(most, need)
-            if k == len(most):
+            if need > top:
                 break  # nowhere in [a, b) that many are free
+            k = 0 if most[0] >= need else bisect_left(most, need)
             tau = lo if k == 0 else times[i + k]
             bucket = self.buckets[need]
             pos = bisect_right(bucket, (tau, _LAST))
             if pos == len(bucket):
                 continue
+            walls = self.walls[need]
+            if far < bucket[pos][0] and longest < min(walls[pos:]):
+                continue  # not even the smaller size's runs could hold one of these
             longest, far = _runs(times, vals, i + k, j, need, now, bucket[-1][0])
             # every start up to ``far`` can be reached; after it only a walltime up to ``longest``
             cut = bisect_right(bucket, (far, _LAST), pos)
             cands = bucket[pos:cut]
-            if cut < len(bucket):
-                walls = self.walls[need]
-                if min(walls[cut:]) <= longest:
-                    cands += [bucket[x] for x in range(cut, len(bucket)) if walls[x] <= longest]
+            if cut < len(bucket) and min(walls[cut:]) <= longest:
+                cands += [bucket[x] for x in range(cut, len(bucket)) if walls[x] <= longest]
             for _, key in cands:
                 if (after is not None and key <= after) or (upto is not None and key >= upto):
                     continue
