@@ -25,7 +25,6 @@ from grid_tasks.maui.model import Reservation
 from grid_tasks.maui.profile import StepProfile
 
 Key = tuple[float, int, str]  # (submit time, submission sequence, job id): priority order
-_LAST: Key = (inf, 0, "")  # after every key of a real job (submit times are finite)
 
 
 class ReservationBook:
@@ -37,7 +36,9 @@ class ReservationBook:
         self.walltime: dict[str, float] = {}
         self.starts: list[tuple[float, Key]] = []  # heap; entries of moved reservations go stale
         self.buckets: dict[int, list[tuple[float, Key]]] = {}
-        self.walls: dict[int, list[float]] = {}  # per size: walltimes, parallel to the bucket
+        # per size, parallel to the bucket: walltimes, and starts (floats bisect faster)
+        self.walls: dict[int, list[float]] = {}
+        self.begins: dict[int, list[float]] = {}
         self.needs: list[int] = []  # sizes with a non-empty bucket, ascending
 
     def __len__(self) -> int:
@@ -55,11 +56,13 @@ class ReservationBook:
         if bucket is None:
             bucket = self.buckets[need] = []
             self.walls[need] = []
+            self.begins[need] = []
             insort(self.needs, need)
         entry = (r.start, key)
         at = bisect_left(bucket, entry)
         bucket.insert(at, entry)
         self.walls[need].insert(at, walltime)
+        self.begins[need].insert(at, r.start)
 
     def pop(self, key: Key) -> Reservation | None:
         r = self.res.pop(key[2], None)
@@ -71,23 +74,27 @@ class ReservationBook:
         at = bisect_left(bucket, (r.start, key))
         del bucket[at]
         del self.walls[need][at]
+        del self.begins[need][at]
         if not bucket:
             del self.buckets[need]
             del self.walls[need]
+            del self.begins[need]
             del self.needs[bisect_left(self.needs, need)]
         return r
 
     def move(self, key: Key, r: Reservation, start: float, end: float) -> None:
         need = self.sizes[key[2]]
-        bucket, walls = self.buckets[need], self.walls[need]
+        bucket, walls, begins = self.buckets[need], self.walls[need], self.begins[need]
         at = bisect_left(bucket, (r.start, key))
         del bucket[at]
         del walls[at]
+        del begins[at]
         r.start, r.end = start, end
         entry = (start, key)
         at = bisect_left(bucket, entry)
         bucket.insert(at, entry)
         walls.insert(at, self.walltime[key[2]])
+        begins.insert(at, start)
         heappush(self.starts, (start, key))
 
     def due(self, now: float) -> list[Key]:
@@ -141,16 +148,17 @@ class ReservationBook:
                 break  # nowhere in [a, b) that many are free
             k = 0 if most[0] >= need else bisect_left(most, need)
             tau = lo if k == 0 else times[i + k]
-            bucket = self.buckets[need]
-            pos = bisect_right(bucket, (tau, _LAST))
-            if pos == len(bucket):
+            begins = self.begins[need]
+            pos = bisect_right(begins, tau)  # the bucket's entries starting after tau
+            if pos == len(begins):
                 continue
             walls = self.walls[need]
-            if far < bucket[pos][0] and longest < min(walls[pos:]):
+            if far < begins[pos] and longest < min(walls[pos:]):
                 continue  # not even the smaller size's runs could hold one of these
-            longest, far = _runs(times, vals, i + k, j, need, now, bucket[-1][0])
+            longest, far = _runs(times, vals, i + k, j, need, now, begins[-1])
             # every start up to ``far`` can be reached; after it only a walltime up to ``longest``
-            cut = bisect_right(bucket, (far, _LAST), pos)
+            cut = bisect_right(begins, far, pos)
+            bucket = self.buckets[need]
             cands = bucket[pos:cut]
             if cut < len(bucket) and min(walls[cut:]) <= longest:
                 cands += [bucket[x] for x in range(cut, len(bucket)) if walls[x] <= longest]
