@@ -184,14 +184,14 @@ class ConservativePool:
                         procs_per_task=job.procs_per_task, kind=ReservationKind.JOB,
                         job_id=job.id, allocation={self.name: job.tasks})
         self.prof.add(t, r.end, -job.procs)
-        self.book.add(key, job.procs, r)
+        self.book.add(key, job.procs, job.walltime, r)
         res.reservations_created.append(r)
 
     # -- compression: reservations move earlier after something was freed -------------
     def _compress(self, now: float, res: IterationResult) -> None:
         """The engine's pass (every reservation, in priority order, to its earliest start
         before its own) over the reservations a pending region could help."""
-        pending = [g for g in self.regions if g[1] > now]  # the past helps nobody
+        pending = _merged([g for g in self.regions if g[1] > now])  # the past helps nobody
         self.regions = []
         found: dict[Key, float] = {}
         todo: list[Key] = []
@@ -211,11 +211,12 @@ class ConservativePool:
     def _advance(self, key: Key, now: float, reach: float, res: IterationResult) -> tuple[float, float] | None:
         """Move the job's reservation to its earliest start before the current one (a
         window beginning before ``reach``); returns the region it gave up, if any."""
-        r = self.book.get(key[2])
+        book = self.book
+        r = book.res.get(key[2])
         if r is None or r.start <= now:
             return None
-        job = self.idle[key[2]][0]
-        w, p, old_start, old_end = job.walltime, job.procs, r.start, r.end
+        old_start, old_end = r.start, r.end
+        w, p = book.walltime[key[2]], book.sizes[key[2]]
         times = self.prof.times
         last = bisect_left(times, old_start) - 1
         if self.prof.vals[last] >= p:  # a window may cross its start (own given back there)
@@ -321,3 +322,21 @@ class ConservativePool:
     def export(self) -> tuple[list[Job], list[tuple[Job, float]]]:
         """Idle jobs in order and running jobs with their start, for the general engine."""
         return self.queue, [(job, start) for job, start, _ in self.running.values()]
+
+
+def _merged(regions: list[tuple[float, float, Key | None]]) -> list[tuple[float, float, Key | None]]:
+    """Overlapping or touching regions as one, for the jobs before the latest bound of
+    either (nominating a job too many only costs a look: a job moves to its true
+    earliest start, found on the profile itself)."""
+    if len(regions) < 2:
+        return regions
+    regions.sort(key=lambda g: g[0])
+    out = [regions[0]]
+    for a, b, upto in regions[1:]:
+        a0, b0, upto0 = out[-1]
+        if a > b0:
+            out.append((a, b, upto))
+            continue
+        wider = None if upto is None or upto0 is None else max(upto, upto0)
+        out[-1] = (a0, max(b, b0), wider)
+    return out
