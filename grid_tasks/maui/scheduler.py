@@ -15,7 +15,6 @@ engine, once and for all.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from math import inf
 from typing import Iterable
 
@@ -24,12 +23,13 @@ from grid_tasks.maui.engine import Engine, Placement
 from grid_tasks.maui.model import (
     ACL, IterationResult, Job, Node, Reservation, ReservationKind, SchedulerError, Start,
 )
+from grid_tasks.maui.passes import Pass, PassStop
 from grid_tasks.maui.policies import machine_totals, policies_for
 from grid_tasks.maui.pool import Pool
 from grid_tasks.maui.pool_conservative import ConservativePool
 from grid_tasks.maui.priority import Fairshare
-from grid_tasks.maui.queries import QueriesMixin
 from grid_tasks.maui.idle import IdleQueue
+from grid_tasks.maui.queries import QueriesMixin
 from grid_tasks.maui.ranking import Ranking
 from grid_tasks.maui.throttle import HARD, SOFT, Throttle
 from grid_tasks.states import NodeState
@@ -187,10 +187,10 @@ class Scheduler(QueriesMixin):
     def _schedule(self, order: list[Job], now: float, res: IterationResult) -> None:
         # without backfill nobody may overtake a blocked job: later reservations start no
         # earlier than theirs (floor None once a blocked job holds no reservation at all)
-        p = _Pass(held=len(self.job_res), floor=now)
+        p = Pass(held=len(self.job_res), floor=now)
         job_res = self.job_res
         quick = not self.throttle.active
-        done = _Done(self, now, order)
+        done = PassStop(self, now, order, self._offsets)
         for i, job in enumerate(order):
             if done.possible and p.held >= done.depth and done(p, len(res.started), i):
                 break  # the rest of the queue could neither start nor get a reservation
@@ -214,7 +214,7 @@ class Scheduler(QueriesMixin):
                 if self.throttle.allows(job, 1, HARD):
                     self._try_start(job, now, res, HARD, backfill=True)
 
-    def _consider(self, job: Job, now: float, res: IterationResult, p: "_Pass") -> None:
+    def _consider(self, job: Job, now: float, res: IterationResult, p: Pass) -> None:
         """One job of the priority pass: start it, reserve for it, or leave it to backfill."""
         bf = self.backfill
         pl = self.job_res.get(job.id)
@@ -245,7 +245,7 @@ class Scheduler(QueriesMixin):
             p.held += 1
         self._blocked(job, p)
 
-    def _blocked(self, job: Job, p: "_Pass") -> None:
+    def _blocked(self, job: Job, p: Pass) -> None:
         """The job waits: later jobs may only backfill, and without backfill may not pass it."""
         p.blocked = True
         pl = self.job_res.get(job.id)
@@ -394,61 +394,3 @@ class Scheduler(QueriesMixin):
         since = self._accounted.get(pl.job.id, pl.start)
         self.fairshare.charge(pl.job, self.fairshare.usage_rate(pl.job), since, min(now, pl.end))
         self._accounted[pl.job.id] = max(since, min(now, pl.end))
-
-
-class _Done:
-    """Whether a priority pass can stop early: every reservation it may make is made
-    and no later job could start now: no processor is free
-    (:meth:`Scheduler.nothing_free`), or each job left asks more processors than stay
-    free for its walltime, counting the holds it may use (:meth:`Scheduler._fit_now`'s
-    first test).  Then no later job could start, be
-    picked for backfill or get a reservation.  Never while a reservation of an
-    earlier pass begins by now: its job starts in processors the check sees taken."""
-
-    def __init__(self, sched: "Scheduler", now: float, order: list[Job]) -> None:
-        depth = sched.queue_policy.depth
-        self.sched, self.now, self.depth, self.order = sched, now, depth, order
-        self.possible = depth is not None and all(
-            pl.start > now for pl in sched.job_res.values())
-        self.full, self.seen = False, -1  # nothing_free as of ``seen`` starts
-        self.fits_at = -1  # a job at or after this position might fit (as of ``seen``)
-
-    def __call__(self, p: "_Pass", started: int, i: int) -> bool:
-        if not self.possible or p.held < self.depth:
-            return False
-        if started != self.seen:  # only a start can take the last free processor
-            self.full, self.seen, self.fits_at = self.sched.nothing_free(self.now), started, -1
-        if self.full:
-            return True
-        if i <= self.fits_at:
-            return False
-        self.fits_at = self._first_fitting(i)
-        return self.fits_at < 0
-
-    def _first_fitting(self, i: int) -> int:
-        """Position of the first job from ``i`` on that passes _fit_now's processor
-        test (-1: none does)."""
-        sched = self.sched
-        eng = sched.engine
-        now = self.now
-        curve = eng.capacity(now, sched._offsets)
-        order = self.order
-        for k in range(i, len(order)):
-            job = order[k]
-            holds = eng.accessible(job)
-            end = now + job.walltime
-            bonus = sum(h.size for h in holds if h.res.start < end and h.res.end > now) if holds else 0
-            if job.procs <= curve.free_for(job.walltime) + bonus:
-                return k
-        return -1
-
-
-@dataclass
-class _Pass:
-    """Book-keeping of one priority pass."""
-
-    held: int
-    floor: float | None
-    blocked: bool = False
-    deferred: list[Job] = field(default_factory=list)
-    picks: list[Job] = field(default_factory=list)

@@ -11,6 +11,8 @@ from hypothesis import strategies as st
 
 from grid_tasks.maui import Job, Node, Scheduler, SchedulerConfig, SchedulerError
 from grid_tasks.maui.capacity import CapacityCurve
+from grid_tasks.maui.config import BackfillPolicy
+from grid_tasks.maui.passes import PassStop
 from grid_tasks.maui.profile import StepProfile
 from tests.maui import driver
 
@@ -188,9 +190,6 @@ def test_nothing_free_only_when_every_usable_processor_is_taken():
 def test_a_pass_stopping_on_a_full_machine_decides_as_a_whole_pass(seed, monkeypatch):
     """Once its reservations are made and no processor is free, a priority pass stops:
     the same starts and reservations, over several iterations, as a pass that goes on."""
-    from grid_tasks.maui import scheduler as core
-    from grid_tasks.maui.config import BackfillPolicy
-
     def run(stop: bool):
         rng = random.Random(seed)
         cfg = SchedulerConfig(fast_path=False, reservation_depth=rng.choice([0, 1, 2]),
@@ -207,7 +206,7 @@ def test_a_pass_stopping_on_a_full_machine_decides_as_a_whole_pass(seed, monkeyp
                 sched.submit(Job(f"j{t}.{k}", tasks=rng.randint(1, 4),
                                  walltime=rng.randint(5, 40), user=rng.choice("ab")), t)
             if not stop:
-                monkeypatch.setattr(core._Done, "__call__", lambda *_: False)
+                monkeypatch.setattr(PassStop, "__call__", lambda *_: False)
             res = sched.iterate(t)
             monkeypatch.undo()
             decided.append((sorted(s.job_id for s in res.started),

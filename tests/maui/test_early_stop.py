@@ -6,7 +6,7 @@ import random
 import pytest
 
 from grid_tasks.maui import Job, Node, Scheduler, SchedulerConfig
-from grid_tasks.maui import scheduler as core
+from grid_tasks.maui.passes import PassStop
 from grid_tasks.maui.config import BackfillPolicy, ReservationPolicy
 from grid_tasks.maui.model import ACL, Reservation
 
@@ -33,7 +33,7 @@ def _replay(seed: int, stop: bool, monkeypatch) -> list:
             sched.submit(Job(f"j{t}.{k}", tasks=rng.randint(1, 5), walltime=rng.randint(5, 60),
                              user=rng.choice("abc"), submit_time=t), t)
         if not stop:
-            monkeypatch.setattr(core._Done, "__call__", lambda *_: False)
+            monkeypatch.setattr(PassStop, "__call__", lambda *_: False)
         res = sched.iterate(t)
         monkeypatch.undo()
         decided.append((sorted(s.job_id for s in res.started),
