@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from pathlib import Path
@@ -81,9 +82,24 @@ def up(topology: Path | None, state_dir: Path | None, heartbeat: float, flower: 
         except KeyboardInterrupt:
             pass
         finally:
-            with console.status("stopping the grid..."):
-                stack.stop()
+            stop_stack(console, stack)
     console.print("grid stopped; no process left behind.")
+
+
+def stop_stack(console: Console, stack: EmbeddedStack) -> None:
+    """Stop every process of the stack.  The spinner is a courtesy: a closed stdout
+    (`up | tee`, whose tee the Ctrl-C ended) must not keep the stop from running."""
+    status = console.status("stopping the grid...")
+    try:
+        status.start()
+    except OSError:
+        status = None
+    try:
+        stack.stop()
+    finally:
+        if status is not None:
+            with contextlib.suppress(OSError):
+                status.stop()
 
 
 def _announce(console: Console, stack: EmbeddedStack, elapsed: float) -> None:
@@ -132,8 +148,7 @@ def demo(topology: Path | None, state_dir: Path | None, heartbeat: float,
             run_demo_jobs(console, stack.settings)
             coalloc = run_demo_coalloc(console, stack.settings, stack.state_dir)
         finally:
-            with console.status("stopping the grid..."):
-                stack.stop()
+            stop_stack(console, stack)
     if as_json:
         click.echo(json.dumps(results, indent=2))
     else:

@@ -333,11 +333,20 @@ def _signals_ignored() -> Iterator[None]:
 
 @contextmanager
 def stop_on_signals() -> Iterator[None]:
-    """Turn SIGTERM and SIGHUP into KeyboardInterrupt for the duration (Ctrl-C already is)."""
+    """Turn the first SIGINT, SIGTERM or SIGHUP into KeyboardInterrupt for the duration,
+    and ignore the ones after it until the context ends.
+
+    The first signal starts the stop; an impatient second Ctrl-C must not interrupt it
+    before :meth:`EmbeddedStack.stop` has begun (which ignores signals itself), or the
+    stop is skipped and the grid's processes outlive the command."""
+    sigs = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
     def handler(signum: int, frame: FrameType | None) -> Any:
+        for sig in sigs:  # before raising: no window for a second one
+            signal.signal(sig, signal.SIG_IGN)
         raise KeyboardInterrupt(signal.Signals(signum).name)
 
-    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    previous = {sig: signal.signal(sig, handler) for sig in sigs}
     try:
         yield
     finally:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import base64
 import json
+import os
+import signal
 import sys
 import time
 import urllib.error
@@ -13,7 +15,7 @@ from collections.abc import Iterator
 import pytest
 import redis
 
-from grid_tasks.embedded.stack import EmbeddedStack, StackOptions
+from grid_tasks.embedded.stack import EmbeddedStack, StackOptions, stop_on_signals
 from grid_tasks.embedded.supervisor import ChildFailed
 from grid_tasks.errors import ConfigError
 from grid_tasks.ha.status import read_status
@@ -134,3 +136,18 @@ def test_stack_runs_ha_beats_and_serves_metrics(running: EmbeddedStack) -> None:
         until(lambda: read_status(client).leader is not None, 30, "a beat to lead", poll=0.2)
     finally:
         client.close()
+
+
+@pytest.mark.parametrize("first", [signal.SIGINT, signal.SIGTERM])
+def test_the_first_stop_signal_interrupts_and_the_next_ones_wait_for_the_stop(first):
+    """`up`/`demo`: the first signal raises KeyboardInterrupt; a second one arriving
+    before the stop has begun is ignored instead of cutting the stop short."""
+    before = signal.getsignal(signal.SIGINT)
+    with stop_on_signals():
+        with pytest.raises(KeyboardInterrupt, match=first.name):
+            os.kill(os.getpid(), first)
+            time.sleep(1)  # the handler runs here
+        for again in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            os.kill(os.getpid(), again)  # would raise (or end pytest) if not ignored
+        time.sleep(0.05)
+    assert signal.getsignal(signal.SIGINT) is before
