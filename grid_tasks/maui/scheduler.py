@@ -20,6 +20,7 @@ from typing import Iterable
 
 from grid_tasks.maui.config import SchedulerConfig
 from grid_tasks.maui.engine import Engine, Placement
+from grid_tasks.maui.idle import IdleQueue
 from grid_tasks.maui.model import (
     ACL, IterationResult, Job, Node, Reservation, ReservationKind, SchedulerError, Start,
 )
@@ -28,7 +29,6 @@ from grid_tasks.maui.policies import machine_totals, policies_for
 from grid_tasks.maui.pool import Pool
 from grid_tasks.maui.pool_conservative import ConservativePool
 from grid_tasks.maui.priority import Fairshare
-from grid_tasks.maui.idle import IdleQueue
 from grid_tasks.maui.queries import QueriesMixin
 from grid_tasks.maui.ranking import Ranking
 from grid_tasks.maui.throttle import HARD, SOFT, Throttle
