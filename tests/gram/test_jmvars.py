@@ -100,6 +100,9 @@ def test_a_caller_cannot_choose_home_and_restart_takes_up_a_known_job(module_gri
                       variables={"HOME": "/tmp"})
     assert job.wait(timeout=30).state.value == "DONE"
     assert _stdout(grid, job.id) == [ME.pw_dir]
+    default = grid.submit("&(executable=/bin/pwd)", rm="rmB")  # directory: $(HOME) too
+    assert default.wait(timeout=30).state.value == "DONE"
+    assert _stdout(grid, default.id) == [ME.pw_dir]
     again = grid.submit(f"&(restart={job.contact})")
     assert (again.id, again.rm) == (job.id, "rmB")
     with pytest.raises(JobRefusedError) as info:
