@@ -23,6 +23,7 @@ from grid_tasks.states import JobState
 from .common import Section, finished_ids, resolve_job, section_of, state_word
 from .queue import Entries
 from .timefmt import iso, json_seconds
+from .plan import priority_of
 from .why import Reason, explain
 
 
@@ -40,7 +41,9 @@ class JobReport:
     procs: int
     tasks: int
     walltime: float | None
-    priority: int
+    #: the scheduler's priority of a waiting job (as ``diagnose -p``); None when the job
+    #: is not in its RM's idle queue or no plan was loaded (``--no-plan``)
+    priority: float | None
     times: dict[str, datetime | None]
     nodes: dict[str, int]
     reservations: list[dict[str, Any]]
@@ -59,7 +62,8 @@ class JobReport:
             "job_id": self.job_id, "contact": self.contact, "rm": self.rm,
             "section": self.section.value, "state": self.state, "gram_state": self.gram_state,
             "credentials": self.credentials, "procs": self.procs, "tasks": self.tasks,
-            "walltime": json_seconds(self.walltime), "priority": self.priority,
+            "walltime": json_seconds(self.walltime),
+            "priority": None if self.priority is None else round(self.priority, 4),
             "times": {k: iso(v) for k, v in self.times.items()}, "nodes": self.nodes,
             "reservations": self.reservations, "exit_code": self.exit_code,
             "gram_error": self.gram_error, "gram_error_code": self.gram_error_code,
@@ -106,7 +110,8 @@ def check_job(session: Session, ident: str | int, now: datetime,
         credentials={"owner": job.owner, "user": job.user, "group": job.group,
                      "account": job.account, "class": job.job_class, "qos": job.qos},
         procs=job.procs, tasks=job.tasks,
-        walltime=float(job.walltime) if job.walltime else None, priority=job.priority,
+        walltime=float(job.walltime) if job.walltime else None,
+        priority=priority_of(plan.priorities).get(job.id) if plan is not None else None,
         times={"submit": job.submit_time, "start": job.start_time, "end": job.end_time},
         nodes=dict(job.nodes_allocated or {}),
         reservations=[reservation_summary(r) for r in job_reservations(session, job)],
