@@ -182,11 +182,21 @@ class Canceller(Protocol):
 
     def cancel(self, job_id: int, *, rm: str | None = None) -> Any: ...
 
+    def status(self, job_id: int, *, rm: str | None = None) -> Any: ...
 
-def cancel_jobs(session: Session, grid: Canceller, idents: Iterable[str]) -> list[dict[str, Any]]:
+
+#: How long canceljob waits for a running job's kill to end it (seconds): GRAM's
+#: cancel returns at once, the processes die on their nodes a moment later.
+CANCEL_SETTLE_S = 5.0
+
+
+def cancel_jobs(session: Session, grid: Canceller, idents: Iterable[str], *,
+                settle: float = CANCEL_SETTLE_S) -> list[dict[str, Any]]:
     """canceljob: check every job first (unknown or finished: refused, nothing cancelled),
-    then cancel each through the Grid API; returns ``{job_id, previous_state, state}``
-    for each (``state`` as the Grid API reports it after the cancel)."""
+    then cancel each through the Grid API; returns ``{job_id, previous_state, state,
+    settled}`` for each.  A running job is killed on its nodes after the answer, so its
+    state is asked again for up to ``settle`` s: ``state`` is the one the cancel led to
+    (FAILED) and ``settled`` False says the kill was still under way."""
     jobs = []
     for ident in idents:
         job = resolve_job(session, ident)
@@ -197,11 +207,22 @@ def cancel_jobs(session: Session, grid: Canceller, idents: Iterable[str]) -> lis
     session.rollback()  # release the read transaction before the Grid API writes
     out = []
     for job in jobs:
-        status = _cancel_retrying(grid, job.id, job.rm)
-        state = getattr(status, "state", None)
+        state = _settled(grid, job.id, job.rm, _cancel_retrying(grid, job.id, job.rm), settle)
         out.append({"job_id": job.id, "previous_state": JobState(job.state).value,
-                    "state": getattr(state, "value", state)})
+                    "state": getattr(state, "value", state),
+                    "settled": state is not None and JobState(state).terminal})
     return out
+
+
+def _settled(grid: Canceller, job_id: int, rm: str, status: Any, settle: float) -> Any:
+    """The job's state once it ends, or its last state after ``settle`` seconds (None
+    when the Grid API told none)."""
+    state = getattr(status, "state", None)
+    deadline = time.monotonic() + settle
+    while state is not None and not JobState(state).terminal and time.monotonic() < deadline:
+        time.sleep(0.1)
+        state = getattr(grid.status(job_id, rm=rm), "state", None)
+    return state
 
 
 #: canceljob's ``state`` of a cancel the gatekeeper took while the database was away.
@@ -220,6 +241,7 @@ def cancel_unchecked(grid: Canceller, idents: Iterable[str]) -> list[dict[str, A
         status = grid.cancel(job_id, rm=rm)
         state = getattr(status, "state", None)
         out.append({"job_id": job_id, "previous_state": "unknown (database away)",
-                    "state": state.value if state is not None else ACCEPTED})
+                    "state": state.value if state is not None else ACCEPTED,
+                    "settled": False})
     return out
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from types import SimpleNamespace
 
 import pytest
 
@@ -131,8 +132,31 @@ def test_canceljob_checks_every_job_first(session, add_job):
         cancel_jobs(session, grid, [str(idle.id), "4242"])
     assert grid.cancelled == []  # nothing disturbed
     assert cancel_jobs(session, grid, [str(idle.id)]) == [
-        {"job_id": idle.id, "previous_state": "PENDING", "state": None}]
+        {"job_id": idle.id, "previous_state": "PENDING", "state": None, "settled": False}]
     assert grid.cancelled == [idle.id]
+
+
+class _KillingGrid:
+    """A Grid whose cancel of a running job answers ACTIVE (the kill is under way) and
+    whose job ends FAILED after ``polls`` status questions."""
+
+    def __init__(self, polls):
+        self.polls = polls
+
+    def cancel(self, job_id, *, rm=None):
+        return SimpleNamespace(state=JobState.ACTIVE)
+
+    def status(self, job_id, *, rm=None):
+        self.polls -= 1
+        return SimpleNamespace(state=JobState.ACTIVE if self.polls > 0 else JobState.FAILED)
+
+
+def test_canceljob_reports_the_state_the_cancel_leads_to(session, add_job):
+    running = add_job("rmA", state=JobState.ACTIVE, tasks=1, nodes={"a1": 1}, started=-60)
+    assert cancel_jobs(session, _KillingGrid(polls=3), [str(running.id)]) == [
+        {"job_id": running.id, "previous_state": "ACTIVE", "state": "FAILED", "settled": True}]
+    slow = cancel_jobs(session, _KillingGrid(polls=10**6), [str(running.id)], settle=0.3)
+    assert slow[0]["state"] == "ACTIVE" and slow[0]["settled"] is False
 
 
 class _RacingGrid:
