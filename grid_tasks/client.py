@@ -22,7 +22,9 @@ from grid_tasks.duroc.handle import CoallocHandle
 from grid_tasks.errors import ConfigError, GridTasksError, NotFoundError
 from grid_tasks.events import iter_output, next_event, subscribe
 from grid_tasks.gram.door import CANCEL, DEFAULT_TIMEOUT_S, STATUS, SUBMIT, ask
-from grid_tasks.gram.errors import JobFinishedError, JobRefusedError, WaitTimeoutError
+from grid_tasks.gram.errors import (
+    JobFinishedError, JobRefusedError, WaitTimeoutError, check_rm_contact,
+)
 from grid_tasks.gram.status import CancelAccepted, HistoryEntry, JobStatus, parse_contact
 from grid_tasks.rsl import lower
 from grid_tasks.services import Services
@@ -102,6 +104,7 @@ class Grid:
         if len(subjobs) != 1:
             raise JobRefusedError("a multi-request (+...) is a coallocated job: submit it with "
                                   "grid-tasks coalloc", code="BAD_RSL")
+        check_rm_contact(rm, subjobs[0].rm_contact)  # -r and the RSL must agree
         name = self._rm_for(rm or subjobs[0].rm_contact)
         creds = {"user": user, "group": group, "account": account, "qos": qos,
                  "job_class": job_class}

@@ -52,5 +52,12 @@ def test_refusals_are_one_line_errors(module_grid, tmp_path):
     assert huge.exit_code == 1 and "can never run" in huge.stderr
     missing = _invoke(module_grid, "-r", "rmA", f"&(executable={tmp_path}/none)")
     assert missing.exit_code == 1 and "EXECUTABLE_NOT_FOUND" in missing.stderr
+    conflict = _invoke(module_grid, "-r", "rmA",
+                       "&(executable=/bin/true)(resourceManagerContact=rmB)")
+    assert conflict.exit_code == 1
+    assert "resourceManagerContact=rmB but was sent to rmA" in conflict.stderr
+    greedy = _invoke(module_grid, "-r", "rmA", "&(executable=/bin/true)(maxMemory=999999)")
+    assert greedy.exit_code == 1, greedy.stdout
+    assert "999999 MB (maxMemory) and its largest node has 4096 MB" in greedy.stderr
     neither = _invoke(module_grid)
     assert neither.exit_code == 2 and "exactly one" in neither.stderr
