@@ -20,7 +20,7 @@ from grid_tasks.duroc.client import CoallocClient
 from grid_tasks.duroc.door import DEFAULT_BARRIER_TIMEOUT_S
 from grid_tasks.duroc.handle import CoallocHandle
 from grid_tasks.errors import ConfigError, GridTasksError, NotFoundError
-from grid_tasks.events import iter_output, next_event, subscribe
+from grid_tasks.events import OutputLine, iter_output, next_event, subscribe
 from grid_tasks.gram.door import CANCEL, DEFAULT_TIMEOUT_S, STATUS, SUBMIT, ask
 from grid_tasks.gram.errors import (
     JobFinishedError, JobRefusedError, WaitTimeoutError, check_rm_contact,
@@ -297,8 +297,11 @@ class JobHandle:
         """The captured ``stdout`` or ``stderr`` of all processes, in arrival order."""
         if stream not in ("stdout", "stderr"):
             raise GridTasksError(f"unknown stream {stream!r}: stdout or stderr")
-        return "".join(line.text for line in iter_output(self.grid.redis, self.id)
-                       if line.stream == stream)
+        return "".join(line.text for line in self.lines() if line.stream == stream)
+
+    def lines(self) -> list[OutputLine]:
+        """Every captured line of both streams, in arrival order, with node and rank."""
+        return list(iter_output(self.grid.redis, self.id))
 
     def history(self) -> list[HistoryEntry]:
         return self.grid.history(self.id, rm=self.rm)
