@@ -111,8 +111,10 @@ def checkjob(job: str, no_plan: bool, coalloc: bool, as_json: bool) -> None:
 @json_option
 def canceljob(jobs: tuple[str, ...], as_json: bool) -> None:
     """Cancel jobs (ids or contacts): an idle job fails at once, a running one is killed
-    on its nodes (waited for a few seconds, so the state shown is the one the cancel
-    led to, or "cancel requested" while the kill is under way).  Every job is checked first: an unknown or finished job refuses the
+    on its nodes.
+
+    The kill is waited for a few seconds, so the state shown is the one the cancel led
+    to, or "cancel requested" while the kill is still under way.  Every job is checked first: an unknown or finished job refuses the
     whole command and nothing is cancelled.  While the grid's database is away each
     job's gatekeeper accepts the cancel and applies it when the database is back.
     """
