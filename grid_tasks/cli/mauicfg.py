@@ -101,8 +101,8 @@ def maui_config(file: str, as_json: bool, show_all: bool, strict: bool) -> None:
     Shows the parameters the file sets (with Maui's defaults beside them), the
     USERCFG/GROUPCFG/ACCOUNTCFG/CLASSCFG/QOSCFG credentials, SRCFG standing
     reservations, NODECFG and RMCFG entries, then warnings (unknown parameters or
-    keys, each with its line).  A wrong value is an error shown with a caret under
-    it; the exit status is then 1.
+    keys, each with its line).  Every wrong value or line is an error shown with a
+    caret under it, all of them in one run; the exit status is then 1.
 
     Example: grid-tasks maui-config config/maui.cfg --json
     """
