@@ -11,10 +11,10 @@ from typing import Any
 
 import click
 import redis
-from rich.console import Console
 from rich.table import Table
 
 from grid_tasks.celery_app import check_connectivity, create_app
+from grid_tasks.cli.console import wide_console
 from grid_tasks.errors import ConfigError, ConnectivityError
 from grid_tasks.ha.config import SCHEDULER_CLASS, BeatOptions, beat_config
 from grid_tasks.ha.status import read_status
@@ -111,7 +111,7 @@ def _show_status(settings: Settings, as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps(status.to_dict(), indent=2))
         return
-    console = Console()
+    console = wide_console()
     now = time.time()
     lead = status.leader or "nobody (lease free)"
     members = Table(title=f"beats - leader: {lead}, lease {status.lease_ttl_ms / 1000:.1f} s left")

@@ -6,9 +6,9 @@ import json
 from typing import Any
 
 import click
-from rich.console import Console
 from rich.table import Table
 
+from grid_tasks.cli.console import wide_console
 from grid_tasks.cli.submit import _read_rsl
 from grid_tasks.client import Grid
 
@@ -43,7 +43,7 @@ def _show(status: Any, as_json: bool) -> None:
                       str(s.size), "-" if s.entered is None else str(s.entered),
                       "-" if s.gram_job is None else str(s.gram_job), s.state.value,
                       s.reason or "")
-    Console().print(table)
+    wide_console().print(table)
 
 
 @click.group(epilog=EPILOG)

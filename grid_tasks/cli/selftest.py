@@ -13,6 +13,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from grid_tasks.cli.console import wide_console
 from grid_tasks.errors import ConfigError
 from grid_tasks.faults.invariants import Outcome
 from grid_tasks.faults.registry import CASES
@@ -133,6 +134,6 @@ def _run_and_report(kind: str, chosen: list[str], run: Callable[..., list[Any]],
     if as_json:
         click.echo(json.dumps([r.to_dict() for r in results], indent=2))
     else:
-        Console().print(table(results))
+        wide_console().print(table(results))
     if not all(r.ok for r in results):
         raise SystemExit(1)
