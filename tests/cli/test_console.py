@@ -6,7 +6,10 @@ import io
 
 from grid_tasks.cli.console import PIPE_WIDTH, wide_console
 from grid_tasks.states import JobState
-from tests.cli.test_ops_cli import ops, run  # noqa: F401
+from tests.cli import test_ops_cli
+from tests.cli.test_ops_cli import run
+
+ops = test_ops_cli.ops  # the fixture, found by pytest under this name
 
 
 class _Tty(io.StringIO):
@@ -25,7 +28,7 @@ def test_width_when_piped_on_a_terminal_and_with_columns(monkeypatch) -> None:
     assert wide_console().width == 90  # COLUMNS is the user's word, piped or not
 
 
-def test_piped_showq_keeps_every_word_whole(ops, monkeypatch) -> None:  # noqa: F811
+def test_piped_showq_keeps_every_word_whole(ops, monkeypatch) -> None:
     monkeypatch.delenv("COLUMNS", raising=False)
     env, insert, _, _ = ops
     env = {k: v for k, v in env.items() if k != "COLUMNS"}
