@@ -25,4 +25,5 @@ def binary_at(sample: bytes) -> tuple[int, int, int] | None:
         return None
     pos = match.start()
     line_start = sample.rfind(b"\n", 0, pos) + 1
-    return sample.count(b"\n", 0, pos) + 1, pos - line_start + 1, sample[pos]
+    column = len(sample[line_start:pos].decode("utf-8", "replace")) + 1  # in characters
+    return sample.count(b"\n", 0, pos) + 1, column, sample[pos]

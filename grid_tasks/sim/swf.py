@@ -199,17 +199,24 @@ class SWFReader:
 
     def _refuse_binary(self) -> None:
         """Binary data is refused before any line is read: it would be shown raw."""
-        try:
-            sample = self._file.peek(SNIFF_BYTES)[:SNIFF_BYTES]  # type: ignore[union-attr]
-        except _GZIP_ERRORS:
-            return  # reading the header meets it again and says where
-        found = binary_at(sample)
+        found = binary_at(self._sample())
         if found is not None:
             line, column, byte = found
             raise SWFError(f"not an SWF trace: binary data (byte 0x{byte:02x} at line {line}, "
                            f"column {column}); SWF is text, one job per line",
                            source=self.source, line=line, column=column, line_text="",
                            code="NOT_SWF")
+
+    def _sample(self) -> bytes:
+        """The first bytes of the (decompressed) text, without moving the reader: a
+        gzip stream is inflated apart, so its errors are still met at their line."""
+        head = self._raw.peek(SNIFF_BYTES)
+        if self._file is self._raw:
+            return head[:SNIFF_BYTES]
+        try:
+            return zlib.decompressobj(wbits=31).decompress(head, SNIFF_BYTES)
+        except zlib.error:
+            return b""  # corrupt from the start: reading the header says so
 
     def _check_first_job(self) -> None:
         """The first job line is checked now, before a replay asks for anything else

@@ -283,3 +283,11 @@ def test_latin1_header_text_is_still_text(tmp_path: Path) -> None:
     path = tmp_path / "t.swf"
     path.write_bytes(b"; Installation: Universit\xe9\n" + swf_line(1, 0, 5, 1).encode() + b"\n")
     assert [r.job_number for r in SWFReader(path)] == [1]
+
+
+def test_gzipped_binary_is_not_an_swf_trace(tmp_path: Path) -> None:
+    path = tmp_path / "core.gz"
+    path.write_bytes(gzip.compress(b"\x00\x01ELF" + bytes(range(256)) * 40))
+    with pytest.raises(SWFError) as info:
+        SWFReader(path)
+    assert info.value.code == "NOT_SWF" and (info.value.line, info.value.column) == (1, 1)
