@@ -8,9 +8,9 @@ import time
 from typing import Any
 
 import click
-from rich.console import Console
 from rich.table import Table
 
+from grid_tasks.cli.console import wide_console
 from grid_tasks.cli.submit import _read_rsl, cancel_on_interrupt
 from grid_tasks.client import Grid
 from grid_tasks.events import read_output
@@ -48,7 +48,7 @@ def _show(status: Any, as_json: bool) -> None:
                       str(s.size), "-" if s.entered is None else str(s.entered),
                       "-" if s.gram_job is None else str(s.gram_job), s.state.value,
                       s.reason or "")
-    Console().print(table)
+    wide_console().print(table)
 
 
 @click.group(epilog=EPILOG)

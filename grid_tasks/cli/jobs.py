@@ -13,8 +13,8 @@ from contextlib import contextmanager
 from typing import Any
 
 import click
-from rich.console import Console
 
+from grid_tasks.cli.console import wide_console
 from grid_tasks.cli.nodes import resolve_settings
 from grid_tasks.errors import StorageUnavailable
 from grid_tasks.ops import build_queue, cancel_jobs, check_job, check_node, resolve_job
@@ -44,7 +44,7 @@ def emit(data: Any, as_json: bool, renderable: Any) -> None:
     if as_json:
         click.echo(json.dumps(data, indent=2))
     else:
-        Console(width=max(Console().width, 120)).print(renderable)
+        wide_console(minimum=120).print(renderable)
 
 
 def rm_option(help_text: str = "Resource manager (cluster) to look at; default all.") -> Any:

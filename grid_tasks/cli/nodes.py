@@ -9,9 +9,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import click
-from rich.console import Console
 from rich.table import Table
 
+from grid_tasks.cli.console import wide_console
 from grid_tasks.embedded.stack import ENV_FILE, read_env_file
 from grid_tasks.errors import NotFoundError
 from grid_tasks.node.registry import NodeRegistry, NodeStatus
@@ -99,4 +99,4 @@ def nodes(rm: str | None, topology: Path | None, stack_dir: Path | None,
     if as_json:
         click.echo(json.dumps([s.to_dict() for s in statuses], indent=2))
         return
-    Console().print(nodes_table(statuses, time.time()))
+    wide_console().print(nodes_table(statuses, time.time()))

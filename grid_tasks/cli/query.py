@@ -20,10 +20,10 @@ from pathlib import Path
 from typing import Any
 
 import click
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from grid_tasks.cli.console import wide_console
 from grid_tasks.cli.nodes import resolve_settings
 from grid_tasks.embedded.stack import ENV_FILE
 from grid_tasks.errors import ConnectivityError
@@ -167,6 +167,6 @@ def query(mil: str, grid_file: Path | None, source: str, stack_dir: Path | None,
                    "matches": _payload(found, kind)}
         click.echo(json.dumps(payload, indent=2, default=str))
         return
-    Console().print(_table(found, total, total - len(open_to_you), text,
+    wide_console().print(_table(found, total, total - len(open_to_you), text,
                            "live" if collection.live else collection.topology.source, kind,
                            collection.live))

@@ -7,9 +7,9 @@ import os
 import sys
 
 import click
-from rich.console import Console
 from rich.table import Table
 
+from grid_tasks.cli.console import wide_console
 from grid_tasks.rsl import STANDARD_VARIABLES, RSLError, SubjobRequest, deferred_variables, lower
 from grid_tasks.settings import rsl_max_substitution
 
@@ -57,7 +57,7 @@ def _limits(job: SubjobRequest) -> str:
 
 
 def _show(jobs: list[SubjobRequest], source: str) -> None:
-    console = Console()
+    console = wide_console()
     kind = "multi-request" if len(jobs) > 1 else "job request"
     table = Table(title=f"{source}: valid {kind}, {len(jobs)} subjob(s)")
     for column in ("#", "RM contact", "label", "count", "type", "executable", "start / comms", "limits"):

@@ -109,9 +109,17 @@ def releaseres_grid(shell: Any, names: Sequence[str]) -> tuple[list[dict[str, An
     """releaseres --grid NAME...: every part released on its RM, and the tokens."""
     with _broker(shell) as broker, shell.session() as session:
         out = release_grid_reservations(broker, session, names)
-    lines = []
-    for item in out:
-        where = ", ".join(f"{p['rm']}" + ("" if p["released"] else f" ({p['error'] or 'gone'})")
-                          for p in item["parts"])
-        lines.append(f"grid reservation '{item['name']}' released on {where}")
+    lines = [f"grid reservation '{item['name']}' released on {released_on(item['parts'])}"
+             for item in out]
     return out, "\n".join(lines)
+
+
+def released_on(parts: Sequence[dict[str, Any]]) -> str:
+    """``rmA, rmB``: each RM once, in the order of its first part (a reservation may hold
+    several parts on one RM), with the first problem of its parts when one had one."""
+    problems: dict[str, str | None] = {}
+    for part in parts:
+        problem = None if part["released"] else (part["error"] or "gone")
+        if problems.get(part["rm"]) is None:
+            problems[part["rm"]] = problem
+    return ", ".join(rm + (f" ({problem})" if problem else "") for rm, problem in problems.items())
