@@ -9,6 +9,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from grid_tasks.cli.nodes import resolve_settings
 from grid_tasks.cli.submit import _read_rsl
 from grid_tasks.client import Grid
 
@@ -26,7 +27,7 @@ Examples:
 
 
 def _grid() -> Any:
-    return Grid()
+    return Grid(resolve_settings(None))  # the running grid, from any directory
 
 
 def _show(status: Any, as_json: bool) -> None:

@@ -14,7 +14,6 @@ admit the requester.
 from __future__ import annotations
 
 import json
-import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -24,8 +23,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from grid_tasks.cli.nodes import resolve_settings
-from grid_tasks.embedded.stack import ENV_FILE
+from grid_tasks.cli.nodes import find_grid
 from grid_tasks.errors import ConnectivityError
 from grid_tasks.legion.collection import Collection, Requester, Resource, ResourceKind
 from grid_tasks.mil import MILError
@@ -74,11 +72,7 @@ def _table(found: list[Resource], total: int, hidden: int, text: str, source: st
 
 def _live_settings(stack_dir: Path | None) -> Settings | None:
     """Settings of a configured or running grid, or None if there is none."""
-    configured = any(k in os.environ for k in ("GRID_TASKS_REDIS_URL", "GRID_TASKS_BROKER_URL"))
-    running = (stack_dir or Settings.from_env().state_dir / "embedded") / ENV_FILE
-    if stack_dir is None and not configured and not running.exists():
-        return None
-    return resolve_settings(stack_dir)
+    return find_grid(stack_dir)
 
 
 def _collection(source: str, grid_file: Path | None, stack_dir: Path | None) -> Collection:

@@ -9,6 +9,7 @@ from typing import Any
 
 import click
 
+from grid_tasks.cli.nodes import resolve_settings
 from grid_tasks.client import Grid
 from grid_tasks.events import read_output, subscribe
 from grid_tasks.gram.errors import WaitTimeoutError
@@ -58,7 +59,7 @@ def submit(rsl: str | None, file: str | None, rm: str | None, batch: bool, strea
     refused before anything is queued.
     """
     text, source = _read_rsl(rsl, file)
-    grid = Grid()
+    grid = Grid(resolve_settings(None))  # the running grid, from any directory
     try:
         job = grid.submit(text, rm, user=user, source=source)
         if batch:
