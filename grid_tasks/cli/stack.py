@@ -124,8 +124,8 @@ def _announce(console: Console, stack: EmbeddedStack, elapsed: float) -> None:
     assert stack.settings is not None
     console.print(nodes_table(stack.registry().list_nodes(stack.topology), time.time(),
                               title=f"grid up in {elapsed:.1f} s"))
-    console.print(f"`grid-tasks nodes --stack {stack.state_dir}` lists the nodes from another "
-                  "shell (no option needed with the default state dir); or export:",
+    console.print(f"Commands in other shells find this grid from any directory (or "
+                  f"`--stack {stack.state_dir}`, when several run); or export:",
                   highlight=False, soft_wrap=True)
     for key, value in stack.settings.to_env().items():
         console.print(f"  export {key}='{value}'", soft_wrap=True, highlight=False)
