@@ -20,9 +20,11 @@ from grid_tasks.duroc.client import CoallocClient
 from grid_tasks.duroc.door import DEFAULT_BARRIER_TIMEOUT_S
 from grid_tasks.duroc.handle import CoallocHandle
 from grid_tasks.errors import ConfigError, GridTasksError, NotFoundError
-from grid_tasks.events import iter_output, next_event, subscribe
+from grid_tasks.events import OutputLine, iter_output, next_event, subscribe
 from grid_tasks.gram.door import CANCEL, DEFAULT_TIMEOUT_S, STATUS, SUBMIT, ask
-from grid_tasks.gram.errors import JobFinishedError, JobRefusedError, WaitTimeoutError
+from grid_tasks.gram.errors import (
+    JobFinishedError, JobRefusedError, WaitTimeoutError, check_rm_contact,
+)
 from grid_tasks.gram.status import CancelAccepted, HistoryEntry, JobStatus, parse_contact
 from grid_tasks.rsl import lower
 from grid_tasks.services import Services
@@ -102,6 +104,7 @@ class Grid:
         if len(subjobs) != 1:
             raise JobRefusedError("a multi-request (+...) is a coallocated job: submit it with "
                                   "grid-tasks coalloc", code="BAD_RSL")
+        check_rm_contact(rm, subjobs[0].rm_contact)  # -r and the RSL must agree
         name = self._rm_for(rm or subjobs[0].rm_contact)
         creds = {"user": user, "group": group, "account": account, "qos": qos,
                  "job_class": job_class}
@@ -294,8 +297,11 @@ class JobHandle:
         """The captured ``stdout`` or ``stderr`` of all processes, in arrival order."""
         if stream not in ("stdout", "stderr"):
             raise GridTasksError(f"unknown stream {stream!r}: stdout or stderr")
-        return "".join(line.text for line in iter_output(self.grid.redis, self.id)
-                       if line.stream == stream)
+        return "".join(line.text for line in self.lines() if line.stream == stream)
+
+    def lines(self) -> list[OutputLine]:
+        """Every captured line of both streams, in arrival order, with node and rank."""
+        return list(iter_output(self.grid.redis, self.id))
 
     def history(self) -> list[HistoryEntry]:
         return self.grid.history(self.id, rm=self.rm)

@@ -72,6 +72,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "grid_tasks.cli.submit:submit",
         "Submit a GRAM job described in RSL and follow it to the end.",
     ),
+    "output": (
+        "grid_tasks.cli.output:output",
+        "Print the captured stdout (or --stderr) of JOB, an id or GRAM contact.",
+    ),
     "showq": (
         "grid_tasks.cli.jobs:showq",
         "Show the queue as Maui does: ACTIVE, IDLE and BLOCKED jobs.",

@@ -18,7 +18,7 @@ from grid_tasks.errors import GridTasksError, NotFoundError, StorageUnavailable
 from grid_tasks.events import JobEvent
 from grid_tasks.gram.binding import bind as bind_reservation
 from grid_tasks.gram.binding import requested_reservation
-from grid_tasks.gram.errors import JobFinishedError, JobRefusedError
+from grid_tasks.gram.errors import JobFinishedError, JobRefusedError, check_rm_contact
 from grid_tasks.gram.keys import CANCEL_TTL_S, cancel_key, pending_cancels_key
 from grid_tasks.gram.records import Outbox, finish
 from grid_tasks.gram.status import CancelAccepted, HistoryEntry, JobStatus
@@ -50,7 +50,9 @@ def choose_rm(session: Session, wanted: str | None) -> str:
 
 
 def check_fits(session: Session, rm: str, sub: Any) -> None:
-    """Refuse a request larger than the RM can EVER hold, saying which limit it breaks."""
+    """Refuse a request larger than the RM can EVER hold, saying which limit it breaks,
+    or one whose RSL names another RM (resourceManagerContact)."""
+    check_rm_contact(rm, sub.rm_contact)
     # plain columns of one query: choose_rm has checked the RM (hot path of every submit)
     nodes = session.connection().execute(_NODE_SIZES, {"rm": rm}).all()
     if not nodes:
@@ -65,6 +67,11 @@ def check_fits(session: Session, rm: str, sub: Any) -> None:
         raise JobRefusedError(f"job can never run on {rm}: each process needs {need} MB "
                               f"(minMemory) and its largest node has {biggest} MB",
                               code="NO_RESOURCES")
+    if sub.max_memory_mb and not any(n.memory_mb >= sub.max_memory_mb for n in nodes):
+        biggest = max((n.memory_mb for n in nodes), default=0)
+        raise JobRefusedError(f"job can never run on {rm}: each process may use up to "
+                              f"{sub.max_memory_mb} MB (maxMemory) and its largest node has "
+                              f"{biggest} MB", code="NO_RESOURCES")
     if sub.host_count and sub.host_count > len(nodes):
         raise JobRefusedError(f"job can never run on {rm}: hostCount {sub.host_count} but "
                               f"{rm} has {len(nodes)} nodes", code="NO_RESOURCES")
