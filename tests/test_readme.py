@@ -11,10 +11,12 @@ running this interpreter), as in an activated virtual environment.
 from __future__ import annotations
 
 import ast
+import json
 import os
 import re
 import shlex
 import signal
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -103,6 +105,9 @@ def test_readme_shell_examples_run_from_any_directory(up: tuple[dict[str, str], 
         assert "error" not in err.lower(), (command, err)
         if command.startswith("grid-tasks coalloc submit"):
             assert re.search(r"duroc://coalloc/\d+\s+DONE\s+barrier released", out), out
+            host = socket.gethostname()
+            printed = sorted(line for line in out.splitlines() if line.startswith("["))
+            assert printed == [f"[subjob0] {host}"] * 2 + [f"[subjob1] {host}"], out
     assert list(elsewhere.iterdir()) == []  # found, not created: no .state here
 
 
@@ -122,3 +127,19 @@ def test_readme_python_example_prints_done_and_the_outputs(up: tuple[dict[str, s
     assert [(label, state) for label, state, _ in subjobs] == [("a", "DONE"), ("b", "DONE")]
     hostnames = [ast.literal_eval(out) for _, _, out in subjobs]
     assert [len(h) for h in hostnames] == [2, 3]  # each process printed its host
+
+
+def test_a_barrier_subjob_that_never_enters_the_barrier_says_so(up: tuple[dict[str, str],
+                                                                          str]) -> None:
+    # README's former example: a plain /bin/hostname never enters the barrier
+    env, _ = up
+    rsl = ("+(&(executable=/bin/hostname)(resourceManagerContact=rmA))"
+           "(&(executable=/bin/hostname)(resourceManagerContact=rmB))")
+    done = subprocess.run([*grid_tasks_command(), "coalloc", "submit", "--wait", "--json",
+                           rsl], env=env, cwd=env["HOME"], capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 1, (done.stdout, done.stderr)
+    status = json.loads(done.stdout)
+    assert status["state"] == "FAILED"
+    assert "without entering the barrier" in status["reason"], status
+    assert "grid-tasks runtime barrier" in status["reason"]
