@@ -127,6 +127,28 @@ class GridTopology:
         for spec in self.rms.values():
             yield from spec.nodes
 
+    def check_policy_files(self) -> None:
+        """Refuse a topology whose RM names a policy file that is not there.
+
+        Loading does not check it (``query --grid`` only reads the nodes); a grid
+        started on it would never schedule, every iteration failing on the missing
+        file, so ``up`` and the scheduler and gatekeeper workers call this first.
+        The error names the path as resolved against the topology file's folder."""
+        for spec in self.rms.values():
+            if spec.policy_file is None or spec.policy_file.is_file():
+                continue
+            path = ("rm", spec.name, "policy_file")
+            try:
+                text = Path(self.source).read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError):
+                text = None
+            line, column = locate_key(text, path) if text else (None, None)
+            where = "does not exist" if not spec.policy_file.exists() else "is not a file"
+            raise ConfigError(f"policy file {spec.policy_file.resolve()} {where} (resource "
+                              f"manager {spec.name!r}; policy_file resolves against the "
+                              f"topology file's folder)", source=self.source, line=line,
+                              column=column, key=".".join(path), text=text)
+
 
 def load_topology(path: str | Path) -> GridTopology:
     """Read and validate a topology file; :class:`ConfigError` if unreadable or malformed."""

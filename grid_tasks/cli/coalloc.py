@@ -11,6 +11,7 @@ import click
 from rich.table import Table
 
 from grid_tasks.cli.console import wide_console
+from grid_tasks.cli.nodes import resolve_settings
 from grid_tasks.cli.submit import _read_rsl, cancel_on_interrupt
 from grid_tasks.client import Grid
 from grid_tasks.events import read_output
@@ -31,7 +32,7 @@ Examples:
 
 
 def _grid() -> Any:
-    return Grid()
+    return Grid(resolve_settings(None))  # the running grid, from any directory
 
 
 def _show(status: Any, as_json: bool) -> None:

@@ -6,6 +6,7 @@ import json
 
 import click
 
+from grid_tasks.cli.nodes import resolve_settings
 from grid_tasks.client import Grid
 
 
@@ -28,7 +29,7 @@ def output(job: str, stream: str, as_json: bool) -> None:
       grid-tasks output gram://rmA/jobs/17 --stderr
       grid-tasks output 17 --json | jq -r '.lines[].text'
     """
-    with Grid() as grid:
+    with Grid(resolve_settings(None)) as grid:  # the running grid, from any directory
         handle = grid.job(job)  # NotFoundError / Unauthorized before anything is read
         lines = [line for line in handle.lines() if line.stream == stream]
         state = handle.status().state.value

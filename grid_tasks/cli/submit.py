@@ -10,6 +10,7 @@ from typing import Any, NoReturn
 
 import click
 
+from grid_tasks.cli.nodes import resolve_settings
 from grid_tasks.client import Grid
 from grid_tasks.errors import GridTasksError
 from grid_tasks.events import read_output, subscribe
@@ -61,7 +62,7 @@ def submit(rsl: str | None, file: str | None, rm: str | None, batch: bool, strea
     unknown RM or a job that can never run are refused before anything is queued.
     """
     text, source = _read_rsl(rsl, file)
-    grid = Grid()
+    grid = Grid(resolve_settings(None))  # the running grid, from any directory
     try:
         job = grid.submit(text, rm, user=user, source=source)
         if batch:
