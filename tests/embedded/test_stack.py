@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import base64
+import html
 import json
 import os
+import re
+import shutil
 import signal
+import subprocess
 import sys
 import time
 import urllib.error
@@ -15,6 +19,7 @@ from collections.abc import Iterator
 import pytest
 import redis
 
+from grid_tasks.client import Grid
 from grid_tasks.embedded.stack import EmbeddedStack, StackOptions, stop_on_signals
 from grid_tasks.embedded.supervisor import ChildFailed
 from grid_tasks.errors import ConfigError
@@ -22,7 +27,7 @@ from grid_tasks.ha.status import read_status
 from grid_tasks.security.roles import Role
 from grid_tasks.states import NodeState
 from tests.conftest import DEMO_TOPOLOGY
-from tests.metrics.flower_live import flower_shown_check, flower_stack
+from tests.metrics.flower_live import flower_shown_check, flower_stack, flower_task
 from tests.waiting import until
 
 
@@ -151,3 +156,43 @@ def test_the_first_stop_signal_interrupts_and_the_next_ones_wait_for_the_stop(fi
             os.kill(os.getpid(), again)  # would raise (or end pytest) if not ignored
         time.sleep(0.05)
     assert signal.getsignal(signal.SIGINT) is before
+
+
+def test_a_running_job_is_a_task_in_flower_until_it_ends(running: EmbeddedStack,
+                                                         tmp_path) -> None:
+    """Operators watch Flower: a job shows there, STARTED under its node's worker, for
+    as long as it runs (its launch task ends at once); its end is the task's result."""
+    stack = running
+    grid = Grid(stack.settings)
+    try:
+        job = grid.submit("&(executable=/bin/sleep)(arguments=120)", "rmA")
+        named = rf"job {job.id}( \(\w+\))? on rmA/node[12]"
+        shown = flower_task(stack, named, "STARTED")
+        assert re.fullmatch(r"node[12]\.rmA@.+", shown["worker"]), shown
+        assert "executable='/bin/sleep'" in shown["args"]
+        _flower_screenshot_shows(stack, shown["name"], tmp_path)
+        grid.cancel(job.id)
+        ended = flower_task(stack, named, "SUCCESS")  # cancelled: the user's outcome
+    finally:
+        grid.close()
+    assert ended["uuid"] == shown["uuid"]
+    assert "USER_CANCELLED" in ended["result"], ended
+
+
+def _flower_screenshot_shows(stack: EmbeddedStack, name: str, tmp_path) -> None:
+    """Flower's task list in headless Chromium: the running job's name in the page,
+    and a screenshot of it that is not blank (saved in ``tmp_path``)."""
+    browser = shutil.which("chromium") or shutil.which("chromium-browser")
+    if browser is None:
+        pytest.skip("no chromium here (Debian: apt-get install chromium)")
+    url = stack.flower_url.replace("://", f"://{stack.flower_auth}@", 1) + "tasks"
+    shot = tmp_path / "flower-tasks.png"
+    common = [browser, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+              f"--user-data-dir={tmp_path / 'chromium'}", "--virtual-time-budget=8000"]
+    dom = subprocess.run([*common, "--dump-dom", url], capture_output=True, text=True,
+                         timeout=60, check=True).stdout
+    assert name in html.unescape(dom), dom[-2000:]
+    subprocess.run([*common, f"--screenshot={shot}", "--window-size=1400,900", url],
+                   capture_output=True, timeout=60, check=True)
+    png = shot.read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 20_000, len(png)

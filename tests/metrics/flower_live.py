@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 import threading
 import time
 import urllib.error
@@ -120,3 +121,19 @@ class TaskEvents:
         """Task id -> the name its events gave it (received or sent)."""
         return {e["uuid"]: e["name"] for e in list(self.events)
                 if e.get("uuid") and e.get("name")}
+
+
+def flower_task(stack: EmbeddedStack, pattern: str, state: str,
+                timeout: float = 30) -> dict[str, Any]:
+    """The first task Flower's API lists whose name matches the regular expression
+    ``pattern`` in ``state``, with its ``uuid``."""
+    api = stack.flower_url.rstrip("/") + "/api/tasks"
+
+    def shown() -> dict[str, Any] | None:
+        code, tasks = get_json(api, stack.flower_auth)
+        assert code == 200
+        return next(({**t, "uuid": i} for i, t in (tasks or {}).items()
+                     if re.fullmatch(pattern, t.get("name") or "")
+                     and t.get("state") == state), None)
+
+    return until(shown, timeout, f"Flower to show a task {pattern!r} {state}", poll=0.3)
