@@ -211,7 +211,7 @@ def test_task_sent_events_carry_the_readable_name(settings):
 
 def test_housekeeping_sends_no_task_event_unless_it_fails(settings, celery_app_factory,
                                                          in_process_worker):
-    # Beat's iterations and node watches (about 90 a minute on an idle demo grid)
+    # Beat's iterations and node watches (69 a minute on an idle demo grid)
     # buried the users' tasks in Flower: they send no event, not even task-sent, but a
     # failing one is shown, by its name.
     worker_app = celery_app_factory()

@@ -96,6 +96,11 @@ class TaskEvents:
             receiver = self._receiver = self.app.events.Receiver(
                 conn, handlers={"*": self.events.append})
             with receiver.consumer_context(wakeup=False) as (live, _, _):
+                for _ in range(2):  # kombu's Redis transport subscribes on its first poll
+                    try:
+                        live.drain_events(timeout=0.2)
+                    except TimeoutError:
+                        pass
                 self.ready.set()  # subscribed: every event from now on is seen
                 while not receiver.should_stop:
                     try:
