@@ -20,6 +20,7 @@ import pytest
 import redis
 
 from grid_tasks.client import Grid
+from grid_tasks.embedded.flower_app import topology_queues
 from grid_tasks.embedded.stack import EmbeddedStack, StackOptions, stop_on_signals
 from grid_tasks.embedded.supervisor import ChildFailed
 from grid_tasks.errors import ConfigError
@@ -196,3 +197,15 @@ def _flower_screenshot_shows(stack: EmbeddedStack, name: str, tmp_path) -> None:
                    capture_output=True, timeout=60, check=True)
     png = shot.read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 20_000, len(png)
+
+
+def test_flowers_broker_page_lists_every_queue_from_the_start(running: EmbeddedStack) -> None:
+    """Flower asks workers for their queues once, at its start, while they are still
+    starting: the page listed `scheduler` alone until a refresh.  Flower's app declares
+    the topology's queues."""
+    queues = topology_queues(running.topology)
+    assert len(queues) == 7 and "node.rmB.node4" in queues and "gram.rmA" in queues
+    code, page = _get(running.flower_url + "broker", running.flower_auth)
+    assert code == 200
+    listed = re.findall(rb'<tr id="([^"]+)">', page)
+    assert sorted(q.decode() for q in listed) == sorted(queues)
