@@ -15,12 +15,14 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 import redis
 
 from grid_tasks.client import Grid
 from grid_tasks.embedded.flower_app import topology_queues
+from grid_tasks.embedded.health import HealthError, check_beat, check_node, check_worker
 from grid_tasks.embedded.stack import EmbeddedStack, StackOptions, stop_on_signals
 from grid_tasks.embedded.supervisor import ChildFailed
 from grid_tasks.errors import ConfigError
@@ -209,3 +211,39 @@ def test_flowers_broker_page_lists_every_queue_from_the_start(running: EmbeddedS
     assert code == 200
     listed = re.findall(rb'<tr id="([^"]+)">', page)
     assert sorted(q.decode() for q in listed) == sorted(queues)
+
+
+def test_the_containers_healthchecks_tell_working_processes_from_missing_ones(
+        running: EmbeddedStack) -> None:
+    """compose.yaml's healthchecks (grid_tasks.embedded.health) against a live grid: a
+    worker answering a ping, a node heartbeating, a beat reporting, Flower's and the
+    metrics' HTTP; and what is not there is unhealthy, with the reason."""
+    settings = running.settings
+    assert check_worker(settings, "scheduler").startswith("scheduler@")
+    assert check_worker(settings, "gatekeeper-rmB").startswith("gatekeeper-rmB@")
+    assert check_node(settings, "rmB", "node4").startswith("node rmB/node4 is ")
+    beat = "beat-a"
+    until(lambda: _healthy(lambda: check_beat(settings, beat, time.time())), 20, "beat-a")
+    with pytest.raises(HealthError, match="did not answer a ping within 1 s"):
+        check_worker(settings, "nosuch", timeout=1)
+    with pytest.raises(HealthError, match="node rmA/node9 is Unknown"):
+        check_node(settings, "rmA", "node9")
+    with pytest.raises(HealthError, match="beat beat-z never reported itself"):
+        check_beat(settings, "beat-z", time.time())
+    with pytest.raises(HealthError, match="last reported"):
+        check_beat(settings, beat, time.time() + 3600)
+    # as compose runs it: a process, its exit code; Flower's /healthcheck needs no login
+    probe = [sys.executable, "-m", "grid_tasks.embedded.health", "http"]
+    assert subprocess.run([*probe, running.flower_url + "healthcheck"],
+                          capture_output=True, timeout=30).returncode == 0
+    gone = subprocess.run([*probe, "http://127.0.0.1:1/metrics"], capture_output=True,
+                          text=True, timeout=30)
+    assert gone.returncode == 1 and gone.stderr.startswith("unhealthy: http://127.0.0.1:1")
+
+
+def _healthy(probe: Any) -> bool:
+    try:
+        probe()
+    except HealthError:
+        return False
+    return True
