@@ -31,11 +31,13 @@ import kombu
 from celery import Celery
 from celery.app.amqp import AMQP
 from celery.signals import beat_init, worker_init
+from celery.worker.request import Request
 
 from grid_tasks.errors import ConfigError, ConnectivityError, GridTasksError
 from grid_tasks.node import daemon
 # re-exported: callers know the queue names as the app's
 from grid_tasks.queues import (  # noqa: F401
+    HOUSEKEEPING_TASKS,
     SCHEDULER_QUEUE,
     QueueNameError,
     gatekeeper_queue,
@@ -64,6 +66,33 @@ def restore_interval(visibility_timeout: float) -> int:
     """Scan period for lost tasks: 5 s, or less for (test-sized) short visibility timeouts."""
     return max(1, min(UNACKED_RESTORE_INTERVAL, int(visibility_timeout // 2)))
 
+
+#: Task events a housekeeping task still sends (see :class:`QuietRequest`).
+LOUD_EVENTS: frozenset[str] = frozenset({"task-failed", "task-retried"})
+
+
+class QuietRequest(Request):
+    """A housekeeping task's request in the worker: silent in Flower unless it fails.
+
+    Celery's per-task ``send_events = False`` silences every event of a task, its
+    failures too; this request keeps those.  A failure is announced with the
+    ``task-received`` it skipped first, so Flower shows the failed task by its name.
+    """
+
+    def send_event(self, type: str, **fields: Any) -> None:
+        eventer = self._eventer
+        if type not in LOUD_EVENTS or not (eventer and eventer.enabled):
+            return
+        eventer.send("task-received", uuid=self.id, name=self.name, args=self.argsrepr,
+                     kwargs=self.kwargsrepr, root_id=self.root_id, parent_id=self.parent_id)
+        eventer.send(type, uuid=self.id, **fields)
+
+
+#: Task options of housekeeping tasks (:data:`grid_tasks.queues.HOUSEKEEPING_TASKS`):
+#: ``@shared_task(**HOUSEKEEPING)``.  ``send_events`` off also stops the worker's
+#: ``task-received``, sent before any request method runs.
+HOUSEKEEPING: dict[str, Any] = {"send_events": False,
+                                "Request": "grid_tasks.celery_app:QuietRequest"}
 
 #: Tasks outside ``grid_tasks.gram`` that run at a resource manager's gatekeeper
 #: (routed to ``gram.<rm>`` by their ``rm`` keyword argument).
@@ -226,16 +255,20 @@ def celery_config(settings: Settings) -> dict[str, Any]:
 
 
 class ReadableAMQP(AMQP):
-    """Task-sent events name a task by its shadow, as the worker's events do.
+    """Task-sent events name a task by its shadow, as the worker's events do, and
+    housekeeping tasks send none.
 
     Celery puts the plain task name in the client's ``task-sent`` event, and Flower
     lets that event overwrite the readable name whenever it arrives after the
     worker's ``task-received``: "grid_tasks.node.tasks.node_check" instead of
-    "check node on rmA/node1", depending on timing.
+    "check node on rmA/node1", depending on timing.  ``task_send_sent_event`` is
+    global; a beat's iterations would each still show in Flower as a task SENT.
     """
 
-    def as_task_v2(self, *args: Any, **kwargs: Any) -> Any:
-        message = super().as_task_v2(*args, **kwargs)
+    def as_task_v2(self, task_id: Any, name: Any, *args: Any, **kwargs: Any) -> Any:
+        message = super().as_task_v2(task_id, name, *args, **kwargs)
+        if name in HOUSEKEEPING_TASKS:
+            return message._replace(sent_event=None)
         shadow = message.headers.get("shadow")
         if shadow and message.sent_event is not None:
             message.sent_event["name"] = shadow

@@ -20,11 +20,13 @@ from grid_tasks.duroc.client import CoallocClient
 from grid_tasks.duroc.door import DEFAULT_BARRIER_TIMEOUT_S
 from grid_tasks.duroc.handle import CoallocHandle
 from grid_tasks.errors import ConfigError, GridTasksError, NotFoundError
-from grid_tasks.events import iter_output, next_event, subscribe
+from grid_tasks.events import OutputLine, iter_output, next_event, subscribe
 from grid_tasks.gram.door import CANCEL, DEFAULT_TIMEOUT_S, STATUS, SUBMIT, ask
-from grid_tasks.gram.errors import JobFinishedError, JobRefusedError, WaitTimeoutError
+from grid_tasks.gram.errors import (
+    JobFinishedError, JobRefusedError, WaitTimeoutError, check_rm_contact,
+)
 from grid_tasks.gram.status import CancelAccepted, HistoryEntry, JobStatus, parse_contact
-from grid_tasks.rsl import lower
+from grid_tasks.rsl import deferred_variables, lower
 from grid_tasks.services import Services
 from grid_tasks.settings import Settings
 from grid_tasks.states import JobState
@@ -93,16 +95,26 @@ class Grid:
         gatekeeper answers within ``timeout`` seconds.  Nothing is stored on refusal.
 
         ``rm`` defaults to the RSL's resourceManagerContact, else the only RM of the
-        topology.  A repeated ``idempotency_key`` returns the job first submitted with
-        it.  ``extra_env`` is added to every process's environment; ``source`` names
-        the RSL in error messages (e.g. its file).
+        topology.  ``variables`` define ``$(NAME)`` references, except those the job
+        manager defines for the mapped account (``HOME``, ``LOGNAME``, the job's
+        contact...: :data:`~grid_tasks.rsl.JOB_MANAGER_VARIABLES`).  A restart request
+        ``&(restart=CONTACT)`` gives back the handle of the job it names (GRAM's
+        NO_STATE_FILE when its RM has no such job of this submitter).  A repeated
+        ``idempotency_key`` returns the job first submitted with it.  ``extra_env`` is
+        added to every process's environment; ``source`` names the RSL in error
+        messages (e.g. its file).
         """
-        subjobs = lower(rsl, variables, source=source,
+        # the job manager's variables ($(HOME)...) are the mapped account's: stand-ins
+        # here, the gatekeeper evaluates them (their values win over ``variables``)
+        subjobs = lower(rsl, {**(variables or {}), **deferred_variables()}, source=source,
                         max_substitution=self.settings.rsl_max_substitution)
         if len(subjobs) != 1:
             raise JobRefusedError("a multi-request (+...) is a coallocated job: submit it with "
                                   "grid-tasks coalloc", code="BAD_RSL")
-        name = self._rm_for(rm or subjobs[0].rm_contact)
+        check_rm_contact(rm, subjobs[0].rm_contact)  # -r and the RSL must agree
+        restart = subjobs[0].restart  # a restart request goes to the job's own RM
+        name = self._rm_for(rm or subjobs[0].rm_contact or
+                            (parse_contact(restart)[1] if restart else None))
         creds = {"user": user, "group": group, "account": account, "qos": qos,
                  "job_class": job_class}
         reply = ask(self.app, SUBMIT, name, {
@@ -294,8 +306,11 @@ class JobHandle:
         """The captured ``stdout`` or ``stderr`` of all processes, in arrival order."""
         if stream not in ("stdout", "stderr"):
             raise GridTasksError(f"unknown stream {stream!r}: stdout or stderr")
-        return "".join(line.text for line in iter_output(self.grid.redis, self.id)
-                       if line.stream == stream)
+        return "".join(line.text for line in self.lines() if line.stream == stream)
+
+    def lines(self) -> list[OutputLine]:
+        """Every captured line of both streams, in arrival order, with node and rank."""
+        return list(iter_output(self.grid.redis, self.id))
 
     def history(self) -> list[HistoryEntry]:
         return self.grid.history(self.id, rm=self.rm)

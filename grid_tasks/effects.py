@@ -181,7 +181,8 @@ def release_signature(app: Any, job: int) -> Any:
 
 def failed_signature(app: Any, job: int) -> Any:
     """The chord's error path: cancels every subjob of ``job``."""
-    return app.signature(FAILED, kwargs={"job": job})
+    return app.signature(FAILED, kwargs={"job": job}) \
+        .set(**readable("duroc-failed", job=f"coalloc-{job}"))
 
 
 # -- launches (scheduler -> node) -----------------------------------------------------------

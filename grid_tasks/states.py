@@ -17,6 +17,11 @@ class JobState(str, Enum):
     DONE = "DONE"
     FAILED = "FAILED"
 
+    def __str__(self) -> str:
+        """``DONE``, as GRAM and globusrun print it (``print(status.state)``), not
+        ``JobState.DONE``."""
+        return self.value
+
     @property
     def terminal(self) -> bool:
         return self in (JobState.DONE, JobState.FAILED)

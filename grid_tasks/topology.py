@@ -1,7 +1,8 @@
 """The grid topology: resource managers and their nodes, from a TOML file.
 
 Layout (memory, disk and swap in megabytes; unknown keys are free-form
-attributes usable in MIL queries; RM-level attributes are inherited by its nodes)::
+attributes usable in MIL queries, except those so close to a known key that they are
+surely misspelt, such as ``memroy_mb``; RM-level attributes are inherited by its nodes)::
 
     [rm.rmA]
     policy_file = "maui.cfg"          # relative to this file
@@ -23,6 +24,7 @@ and counting it twice would overcommit it.  Malformed files raise
 
 from __future__ import annotations
 
+import difflib
 import re
 import tomllib
 from collections.abc import Iterator, Mapping
@@ -44,6 +46,13 @@ RESOURCE_KEYS = ("procs", "memory_mb", "disk_mb", "swap_mb")
 #: Resource counts land in 32-bit SQL INTEGER columns (PostgreSQL's int4).
 RESOURCE_MAX = 2**31 - 1
 RESERVED_ATTRS = frozenset({"name", "rm", "procs", "memory", "disk", "swap", "features"})
+#: The keys the schema gives a meaning to, per table.  Any other key is a free attribute,
+#: unless it is so close to one of these that it is surely a misspelling of it.
+NODE_KEYS = (*RESOURCE_KEYS, "features")
+RM_KEYS = ("policy_file", "node")
+#: How alike (difflib's ratio) a free attribute may be to a schema key before it is
+#: taken for a typo: catches memroy_mb, feature, polcy_file; spares arch, os, gpus, site.
+TYPO_CUTOFF = 0.8
 
 
 @dataclass(frozen=True)
@@ -118,6 +127,28 @@ class GridTopology:
         for spec in self.rms.values():
             yield from spec.nodes
 
+    def check_policy_files(self) -> None:
+        """Refuse a topology whose RM names a policy file that is not there.
+
+        Loading does not check it (``query --grid`` only reads the nodes); a grid
+        started on it would never schedule, every iteration failing on the missing
+        file, so ``up`` and the scheduler and gatekeeper workers call this first.
+        The error names the path as resolved against the topology file's folder."""
+        for spec in self.rms.values():
+            if spec.policy_file is None or spec.policy_file.is_file():
+                continue
+            path = ("rm", spec.name, "policy_file")
+            try:
+                text = Path(self.source).read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError):
+                text = None
+            line, column = locate_key(text, path) if text else (None, None)
+            where = "does not exist" if not spec.policy_file.exists() else "is not a file"
+            raise ConfigError(f"policy file {spec.policy_file.resolve()} {where} (resource "
+                              f"manager {spec.name!r}; policy_file resolves against the "
+                              f"topology file's folder)", source=self.source, line=line,
+                              column=column, key=".".join(path), text=text)
+
 
 def load_topology(path: str | Path) -> GridTopology:
     """Read and validate a topology file; :class:`ConfigError` if unreadable or malformed."""
@@ -186,7 +217,12 @@ class _Builder:
         nodes_body = body.get("node", {})
         if not isinstance(nodes_body, dict):
             raise self.error("'node' must hold [rm.<rm>.node.<name>] tables", path + ("node",))
-        attrs = self.attributes(body, path, skip={"policy_file", "node"})
+        for key in body:
+            if key in RESOURCE_KEYS or key == "features":
+                raise self.error(f"{key!r} belongs to a node: set it in [rm.{name}.node.<name>] "
+                                 "(resource manager attributes are inherited as free "
+                                 "attributes, not as resources)", path + (key,))
+        attrs = self.attributes(body, path, skip=set(RM_KEYS), schema=RM_KEYS + NODE_KEYS)
         nodes = tuple(self.build_node(name, n, b, attrs) for n, b in nodes_body.items())
         if not nodes:
             raise self.error(f"resource manager {name!r} has no nodes", path)
@@ -213,7 +249,7 @@ class _Builder:
                for k in RESOURCE_KEYS}
         features = self.features(body.get("features", []), path + ("features",))
         attrs = dict(inherited)
-        attrs.update(self.attributes(body, path, skip=set(RESOURCE_KEYS) | {"features"}))
+        attrs.update(self.attributes(body, path, skip=set(NODE_KEYS), schema=NODE_KEYS))
         return NodeSpec(name, rm, res["procs"], res["memory_mb"], res["disk_mb"],
                         res["swap_mb"], features, MappingProxyType(attrs))
 
@@ -231,8 +267,8 @@ class _Builder:
             raise self.error("features must be a list of non-empty strings", path)
         return tuple(value)
 
-    def attributes(self, body: dict[str, Any], path: tuple[str, ...],
-                   skip: set[str]) -> dict[str, AttrValue]:
+    def attributes(self, body: dict[str, Any], path: tuple[str, ...], skip: set[str],
+                   schema: tuple[str, ...]) -> dict[str, AttrValue]:
         attrs: dict[str, AttrValue] = {}
         for key, value in body.items():
             if key in skip:
@@ -240,6 +276,7 @@ class _Builder:
             if key in RESERVED_ATTRS:
                 raise self.error(f"attribute {key!r} is reserved (use memory_mb, disk_mb, "
                                  "swap_mb, features)", path + (key,))
+            self.refuse_typo(key, path, schema)
             if not isinstance(value, (str, int, float, bool)):
                 raise self.error(f"attribute {key!r} must be a string, number or boolean, "
                                  f"got {type(value).__name__}", path + (key,))
@@ -248,3 +285,12 @@ class _Builder:
                                  "64-bit)", path + (key,))
             attrs[key] = value
         return attrs
+
+    def refuse_typo(self, key: str, path: tuple[str, ...], schema: tuple[str, ...]) -> None:
+        """A free attribute that looks like a schema key would silently drop the setting
+        (``memroy_mb`` leaves the node with 0 MB): refuse it, naming the likely key."""
+        close = difflib.get_close_matches(key.lower(), schema, n=1, cutoff=TYPO_CUTOFF)
+        if close:
+            where = "node" if path[-2:-1] == ("node",) else "resource manager"
+            raise self.error(f"unknown {where} key {key!r}: did you mean {close[0]}? (free "
+                             f"attributes may not look like a known key)", path + (key,))

@@ -54,6 +54,22 @@ DEMO_TOPOLOGY = CONFIG_DIR / "demo-grid.toml"
 SHARED_DIR = REPO_ROOT.parent / "shared"  # specs, workloads: beside the checkout
 
 
+@pytest.fixture(scope="session", autouse=True)
+def private_grid_records(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """The tests' stacks record themselves (grid_tasks.embedded.locate) in a folder of
+    the session's, never in the user's $XDG_RUNTIME_DIR, where a real grid may run."""
+    folder = tmp_path_factory.mktemp("xdg-runtime")
+    previous = os.environ.get("XDG_RUNTIME_DIR")
+    os.environ["XDG_RUNTIME_DIR"] = str(folder)
+    try:
+        yield folder
+    finally:
+        if previous is None:
+            os.environ.pop("XDG_RUNTIME_DIR", None)
+        else:
+            os.environ["XDG_RUNTIME_DIR"] = previous
+
+
 @pytest.fixture(scope="session")
 def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
     """A private redis-server for the whole session (never 127.0.0.1:6379)."""

@@ -9,12 +9,16 @@ import sys
 import pytest
 
 from grid_tasks.celery_app import (
-    LAUNCH_CRITICAL, SCHEDULER_QUEUE, QueueNameError, celery_config, check_connectivity, create_app,
+    HOUSEKEEPING_TASKS, LAUNCH_CRITICAL, SCHEDULER_QUEUE, QueueNameError, celery_config, check_connectivity, create_app,
     NODE_TASK_MODULES, gatekeeper_queue, node_queue, readable, task_modules,
 )
+from grid_tasks.effects import ITERATE
 from grid_tasks.errors import ConnectivityError, GridTasksError
 from grid_tasks.node.tasks import NODE_CHECK, check_options
+from grid_tasks.scheduling.tasks import PING, WATCH_NODES
 from grid_tasks.settings import Settings
+from tests.metrics.flower_live import TaskEvents
+from tests.waiting import until
 
 
 def test_queue_names():
@@ -203,3 +207,29 @@ def test_task_sent_events_carry_the_readable_name(settings):
         assert plain.sent_event["name"] == NODE_CHECK  # no shadow: the name itself
     finally:
         app.close()
+
+
+def test_housekeeping_sends_no_task_event_unless_it_fails(settings, celery_app_factory,
+                                                         in_process_worker):
+    # Beat's iterations and node watches (69 a minute on an idle demo grid)
+    # buried the users' tasks in Flower: they send no event, not even task-sent, but a
+    # failing one is shown, by its name.
+    worker_app = celery_app_factory()
+    in_process_worker(worker_app, queues=[SCHEDULER_QUEUE], concurrency=1)  # in order
+    client = celery_app_factory()
+    assert {t for t in HOUSEKEEPING_TASKS if client.tasks[t].send_events is False} \
+        == HOUSEKEEPING_TASKS == {ITERATE, WATCH_NODES}
+    assert client.tasks[PING].send_events is True
+    with TaskEvents(client) as seen:
+        quiet = client.send_task(WATCH_NODES, kwargs={"rm": "rmA"},
+                                 **readable("watch nodes", rm="rmA"))
+        loud = client.send_task(PING, **readable("ping"))
+        assert loud.get(timeout=20) == "pong"  # the watch ran before it
+        failing = client.send_task(WATCH_NODES, kwargs={"rm": "rmA", "bogus": 1},
+                                   **readable("watch nodes", rm="rmA"))
+        until(lambda: "task-failed" in seen.of(failing.id), 20, "the failure's event")
+        until(lambda: "task-succeeded" in seen.of(loud.id), 20, "the ping's events")
+    assert seen.of(quiet.id) == []
+    assert seen.of(loud.id)[:1] == ["task-sent"]
+    assert seen.of(failing.id) == ["task-received", "task-failed"]
+    assert seen.names()[failing.id] == "watch nodes on rmA"

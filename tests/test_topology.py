@@ -229,3 +229,34 @@ def test_the_demo_grid_schedules_the_same_at_any_time_of_day():
                 {k: {i: s.value for i, s in v.items()} for k, v in cfg.indexed.items()})
 
     assert values(demo) == values(example) and not demo.warnings
+
+
+@pytest.mark.parametrize("text, line, key, meant", [
+    ("[rm.a.node.n]\nprocs = 1\nmemroy_mb = 4096\n", 3, "rm.a.node.n.memroy_mb", "memory_mb"),
+    ("[rm.a.node.n]\nprocs = 1\nfeature = ['ib']\n", 3, "rm.a.node.n.feature", "features"),
+    ("[rm.a.node.n]\nprocs = 1\nMemory_MB = 4096\n", 3, "rm.a.node.n.Memory_MB", "memory_mb"),
+    ("[rm.a]\npolcy_file = 'm.cfg'\n[rm.a.node.n]\nprocs = 1\n", 2, "rm.a.polcy_file",
+     "policy_file"),
+])
+def test_a_misspelt_schema_key_is_refused_with_a_suggestion(text, line, key, meant):
+    with pytest.raises(ConfigError) as info:
+        parse_topology(text, "bad.toml")
+    err = info.value
+    assert (err.line, err.column, err.key) == (line, 1, key)
+    assert f"did you mean {meant}?" in err.message
+
+
+def test_a_node_resource_at_rm_level_is_refused():
+    with pytest.raises(ConfigError) as info:
+        parse_topology("[rm.a]\nmemory_mb = 4096\n[rm.a.node.n]\nprocs = 1\n", "bad.toml")
+    assert info.value.line == 2 and "belongs to a node" in info.value.message
+
+
+def test_free_attributes_still_work_at_both_levels():
+    topo = parse_topology("[rm.a]\nsite = 'x'\nrack = 3\n[rm.a.node.n]\nprocs = 1\n"
+                          "gpus = 2\narch = 'arm64'\nos = 'linux'\ncpu_model = 'z'\n"
+                          "features = ['ib']\n")
+    node = topo.node("a", "n")
+    assert dict(node.attributes) == {"site": "x", "rack": 3, "gpus": 2, "arch": "arm64",
+                                     "os": "linux", "cpu_model": "z"}
+    assert node.features == ("ib",)

@@ -27,6 +27,7 @@ from sqlalchemy.orm import Session
 
 from grid_tasks.broker.coreservation import CoReservation, iso
 from grid_tasks.broker.live import Broker
+from grid_tasks.broker.placement import too_small
 from grid_tasks.broker.remote import requester_dict
 from grid_tasks.db import Reservation, ReservationKind
 from grid_tasks.errors import GridTasksError, NotFoundError
@@ -71,6 +72,7 @@ def grid_start(broker: Broker, subs: Sequence[SubjobRequest], *, now: float,
                 "never" if outcome.ok else outcome.reason()),
                 "estimates": [{"start": iso(t), "start_in": round(t - now, 3),
                                "allocation": alloc} for t, alloc in starts]})
+        rows += _never_rows(broker, comp, set(comp.candidates))
         best = [(r["estimates"][0]["start"], r["rm"]) for r in rows if r["estimates"]]
         report.update(kind="single", not_before=iso(t0), rms=rows,
                       best=min(best)[1] if best else None)
@@ -85,6 +87,18 @@ def grid_start(broker: Broker, subs: Sequence[SubjobRequest], *, now: float,
          "placements": [{"label": labels[p.subjob], "rm": p.rm, "allocation": dict(p.nodes)}
                         for p in s.placements]} for s in planned.schedules])
     return report
+
+
+def _never_rows(broker: Broker, comp: Any, candidates: set[str]) -> list[dict[str, Any]]:
+    """A row for every RM the request can never use, saying why: "every RM" lists them all."""
+    rows = []
+    for res in broker.collection().resources("rm"):
+        if res.rm in candidates:
+            continue
+        why = (too_small(comp.sub, res) if comp.sub is not None else None) or (
+            "not open to this requester or not matching the requirements")
+        rows.append({"rm": res.rm, "answer": f"never: {why}", "estimates": []})
+    return rows
 
 
 # -- grid reservation requests ----------------------------------------------------------------

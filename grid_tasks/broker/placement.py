@@ -110,7 +110,7 @@ def _fixed(sub: SubjobRequest, label: str, rms: list[Resource],
         raise PlacementError(
             f"component {label!r}: resource manager {found.rm} does not accept "
             f"{requester_text(requester)}", label=label)
-    why = _too_small(sub, found)
+    why = too_small(sub, found)
     if why:
         raise PlacementError(f"component {label!r} can never run on {found.rm}: {why}",
                              label=label)
@@ -135,7 +135,7 @@ def _unplaced(sub: SubjobRequest, label: str, rms: list[Resource], collection: C
             raise PlacementError(
                 f"component {label!r}: requirements {sub.requirements!r} match no resource "
                 f"manager that accepts {requester_text(requester)}", label=label)
-    fitting = [r.rm for r in open_rms if not _too_small(sub, r)]
+    fitting = [r.rm for r in open_rms if not too_small(sub, r)]
     if not fitting:
         biggest = max(int(r.attributes.get("procs", 0)) for r in open_rms)
         raise PlacementError(
@@ -146,7 +146,7 @@ def _unplaced(sub: SubjobRequest, label: str, rms: list[Resource], collection: C
     return fitting
 
 
-def _too_small(sub: SubjobRequest, rm: Resource) -> str | None:
+def too_small(sub: SubjobRequest, rm: Resource) -> str | None:
     """Why ``rm`` can never hold ``sub`` (as GRAM's own submission check), or None."""
     procs = int(rm.attributes.get("procs", 0))
     if sub.count > procs:

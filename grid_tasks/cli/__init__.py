@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import re
 import sys
 import textwrap
 from typing import Any
@@ -72,6 +73,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "grid_tasks.cli.submit:submit",
         "Submit a GRAM job described in RSL and follow it to the end.",
     ),
+    "output": (
+        "grid_tasks.cli.output:output",
+        "Print the captured stdout (or --stderr) of JOB, an id or GRAM contact.",
+    ),
     "showq": (
         "grid_tasks.cli.jobs:showq",
         "Show the queue as Maui does: ACTIVE, IDLE and BLOCKED jobs.",
@@ -130,13 +135,13 @@ COMMANDS: dict[str, tuple[str, str]] = {
     ),
     "diagnose": (
         "grid_tasks.cli.stats:diagnose",
-        "Diagnose the scheduler: ``-p`` each idle job's priority and "
-        "weighted components; ``-j [JOB]`` why jobs do not start; ``-n "
-        "[NODE]`` node state, processors configured/ "
+        "Diagnose the scheduler: -p each idle job's priority and "
+        "weighted components; -j [JOB] why jobs do not start; -n "
+        "[NODE] node state, processors configured/ "
         "dedicated/reserved/available, heartbeat age and problems (stale "
-        "heartbeat, over-allocation, jobs on a node that is down); ``-r "
-        "[RES]`` reservations with their problems (expired, overlapping, "
-        "overcommitting, leaked grid token); ``-f`` fairshare.",
+        "heartbeat, over-allocation, jobs on a node that is down); -r "
+        "[RES] reservations with their problems (expired, overlapping, "
+        "overcommitting, leaked grid token); -f fairshare.",
     ),
     "runtime": (
         "grid_tasks.cli.runtime:runtime",
@@ -202,7 +207,7 @@ class LazyGroup(click.Group):
             if exc.name and exc.name.startswith("grid_tasks.cli"):
                 return None  # command not built yet
             raise
-        return getattr(module, attr)
+        return plain_help(getattr(module, attr))
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         """List the subcommands as ``click.Group.format_commands`` does, from ``COMMANDS``."""
@@ -236,6 +241,29 @@ class LazyGroup(click.Group):
                 raise
             report_error(exc)
             ctx.exit(1)
+
+
+_RST_LITERAL = re.compile(r"``(.+?)``", re.DOTALL)
+
+
+def plain_text(text: str) -> str:
+    """``text`` with every reST literal (double backticks, as Sphinx reads the
+    docstrings that click makes into help) written plain, as --help should show it."""
+    return _RST_LITERAL.sub(r"\1", text)
+
+
+def plain_help(command: click.Command) -> click.Command:
+    """Strip reST literals from the help of ``command``, of its parameters and, for a
+    group, of every subcommand; returns ``command`` (changed in place)."""
+    for attr in ("help", "short_help", "epilog"):
+        if getattr(command, attr, None):
+            setattr(command, attr, plain_text(getattr(command, attr)))
+    for param in command.params:
+        if getattr(param, "help", None):
+            param.help = plain_text(param.help)  # type: ignore[attr-defined]
+    for sub in getattr(command, "commands", {}).values():
+        plain_help(sub)
+    return command
 
 
 def _shorten(text: str, limit: int) -> str:

@@ -11,13 +11,13 @@ from typing import Any
 
 import click
 import redis
-from rich.console import Console
 from rich.table import Table
 
 from grid_tasks.celery_app import check_connectivity, create_app
+from grid_tasks.cli.console import wide_console
 from grid_tasks.errors import ConfigError, ConnectivityError
 from grid_tasks.ha.config import SCHEDULER_CLASS, BeatOptions, beat_config
-from grid_tasks.ha.status import read_status
+from grid_tasks.ha.status import Entry, read_status
 from grid_tasks.security.connections import redis_client
 from grid_tasks.settings import Settings
 
@@ -111,7 +111,7 @@ def _show_status(settings: Settings, as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps(status.to_dict(), indent=2))
         return
-    console = Console()
+    console = wide_console()
     now = time.time()
     lead = status.leader or "nobody (lease free)"
     members = Table(title=f"beats - leader: {lead}, lease {status.lease_ttl_ms / 1000:.1f} s left")
@@ -121,11 +121,18 @@ def _show_status(settings: Settings, as_json: bool) -> None:
         members.add_row(m.identity, m.role, f"{now - m.since:.0f} s", f"{now - m.seen:.1f} s ago",
                         str(m.emitted))
     console.print(members)
-    entries = Table(title="schedule")
-    for col in ("entry", "task", "every", "last run", "next due"):
-        entries.add_column(col)
-    for e in status.entries:
-        entries.add_row(e.name, e.task, "-" if e.every is None else f"{e.every:g} s",
-                        "-" if e.last_run_at is None else f"{now - e.last_run_at:.1f} s ago",
-                        "-" if e.due_at is None else f"in {e.due_at - now:.1f} s")
-    console.print(entries)
+    console.print(schedule_table(status.entries, now))
+
+
+def schedule_table(entries: list[Entry], now: float) -> Table:
+    """One line per entry and RM: the task's short name beside the RM it runs for (the
+    full dotted entry names differ only in their '[rm]' tail, which a table may cut)."""
+    table = Table(title="schedule")
+    for col in ("task", "RM", "every", "last run", "next due"):
+        table.add_column(col)
+    for e in sorted(entries, key=lambda e: (e.task, str(e.kwargs.get("rm", "")), e.name)):
+        table.add_row(e.task.rsplit(".", 1)[-1], str(e.kwargs.get("rm", "-")),
+                      "-" if e.every is None else f"{e.every:g} s",
+                      "-" if e.last_run_at is None else f"{now - e.last_run_at:.1f} s ago",
+                      "-" if e.due_at is None else f"in {e.due_at - now:.1f} s")
+    return table

@@ -3,19 +3,25 @@
 from __future__ import annotations
 
 import json
+import sys
+import time
 from typing import Any
 
 import click
-from rich.console import Console
 from rich.table import Table
 
-from grid_tasks.cli.submit import _read_rsl
+from grid_tasks.cli.console import wide_console
+from grid_tasks.cli.nodes import resolve_settings
+from grid_tasks.cli.submit import _read_rsl, cancel_on_interrupt
 from grid_tasks.client import Grid
+from grid_tasks.events import read_output
+from grid_tasks.gram.errors import WaitTimeoutError
 
 EPILOG = """\b
 Examples:
   grid-tasks coalloc submit -f job.rsl            # '+(&(resourceManagerContact=rmA)...)(...)'
   grid-tasks coalloc submit --wait -f job.rsl     # follow until DONE/FAILED
+  grid-tasks coalloc submit -s -f job.rsl         # and print each subjob's output
   grid-tasks coalloc submit '+(&(count=2)...)(&(resourceManagerContact=rmB)...)'  # placed
   grid-tasks coalloc states 3 --json
   grid-tasks coalloc add 3 '+(&(resourceManagerContact=rmB)(label=extra)...)'
@@ -26,7 +32,7 @@ Examples:
 
 
 def _grid() -> Any:
-    return Grid()
+    return Grid(resolve_settings(None))  # the running grid, from any directory
 
 
 def _show(status: Any, as_json: bool) -> None:
@@ -43,7 +49,7 @@ def _show(status: Any, as_json: bool) -> None:
                       str(s.size), "-" if s.entered is None else str(s.entered),
                       "-" if s.gram_job is None else str(s.gram_job), s.state.value,
                       s.reason or "")
-    Console().print(table)
+    wide_console().print(table)
 
 
 @click.group(epilog=EPILOG)
@@ -62,6 +68,9 @@ def coalloc() -> None:
 @click.option("--barrier-timeout", type=click.FloatRange(min=0.1), default=300.0,
               show_default=True, help="Seconds before an incomplete barrier fails the job.")
 @click.option("--wait/--no-wait", default=False, help="Follow the job until it ends.")
+@click.option("-s", "--stream", is_flag=True,
+              help="Follow the job, printing each subjob's stdout/stderr as '[label] line' "
+                   "(implies --wait; Ctrl-C cancels the job).")
 @click.option("--timeout", type=click.FloatRange(min=0), help="With --wait: give up after.")
 @click.option("--coreserve/--no-coreserve", default=None,
               help="Co-reserve every subjob with one common start through the broker first "
@@ -70,17 +79,24 @@ def coalloc() -> None:
               help="With a co-reservation: subjobs may start before it if resources are free.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def submit(rsl: str | None, file: str | None, barrier_timeout: float, wait: bool,
-           timeout: float | None, coreserve: bool | None, allow_early: bool,
+           stream: bool, timeout: float | None, coreserve: bool | None, allow_early: bool,
            as_json: bool) -> None:
     """Submit a multi-request; prints its contact (and, with --wait, its end).
 
     Components without resourceManagerContact are placed by the broker, which
     co-reserves every subjob so that all start together (see --coreserve)."""
     text, source = _read_rsl(rsl, file)
+    wait = wait or stream
     with _grid() as grid:
         job = grid.job_request(text, barrier_timeout=barrier_timeout, source=source,
                                coreserve=coreserve, allow_early=allow_early)
-        status = job.wait(timeout) if wait else job.status()
+        if stream:
+            click.echo(job.contact, err=True)  # first, as submit -s prints the GRAM contact
+        try:
+            status = (_follow(grid, job, timeout) if stream
+                      else job.wait(timeout) if wait else job.status())
+        except KeyboardInterrupt:
+            cancel_on_interrupt(job.cancel, job.contact)
         co = getattr(job, "coreservation", None)
         if co is not None and as_json:
             click.echo(json.dumps({**status.to_dict(), "coreservation": co.to_dict()},
@@ -92,6 +108,40 @@ def submit(rsl: str | None, file: str | None, barrier_timeout: float, wait: bool
             _show(status, as_json)
         if wait and status.state.value == "FAILED":
             raise SystemExit(1)
+
+
+#: Seconds between two looks at a streamed job's subjobs (a request to the scheduler).
+POLL_S = 0.3
+
+
+def _follow(grid: Any, job: Any, timeout: float | None) -> Any:
+    """Copy every subjob's output here, each line prefixed with its label, until the
+    job has ended and its subjobs' output is all printed; its last snapshot."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    after: dict[int, str] = {}
+    while True:
+        status = job.status()
+        _copy_output(grid, status, after)
+        if status.state.terminal:
+            time.sleep(POLL_S)  # the last lines of a process that has just ended
+            _copy_output(grid, status, after)
+            return status
+        if deadline is not None and time.monotonic() > deadline:
+            raise WaitTimeoutError(f"{job.contact} still {status.state.value} after "
+                                   f"{timeout:g} s", status)
+        time.sleep(POLL_S)
+
+
+def _copy_output(grid: Any, status: Any, after: dict[int, str]) -> None:
+    """New output lines of every subjob with a GRAM job since ``after`` (per GRAM job)."""
+    for sub in status.subjobs:
+        if sub.gram_job is None:
+            continue
+        for line in read_output(grid.redis, sub.gram_job, after.get(sub.gram_job, "0-0")):
+            after[sub.gram_job] = line.id
+            target = sys.stdout if line.stream == "stdout" else sys.stderr
+            target.write(f"[{sub.label}] {line.text}")
+            target.flush()
 
 
 @coalloc.command()

@@ -9,6 +9,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from grid_tasks.cli.console import wide_console
 from grid_tasks.db.engine import default_url, mask_url
 from grid_tasks.db.migrations import (
     current_revision,
@@ -48,7 +49,7 @@ def _emit(info: dict[str, Any], as_json: bool, title: str) -> None:
         if isinstance(value, list):
             value = "\n".join(value) or "none"
         table.add_row(key.replace("_", " "), "-" if value is None else str(value))
-    Console().print(table)
+    wide_console().print(table)
 
 
 @click.group("db")

@@ -13,13 +13,13 @@ from contextlib import contextmanager
 from typing import Any
 
 import click
-from rich.console import Console
 
+from grid_tasks.cli.console import wide_console
 from grid_tasks.cli.nodes import resolve_settings
 from grid_tasks.errors import StorageUnavailable
 from grid_tasks.ops import build_queue, cancel_jobs, check_job, check_node, resolve_job
 from grid_tasks.ops.common import Section, finished_ids, section_of
-from grid_tasks.ops.jobs import ACCEPTED, cancel_unchecked, check_coalloc, is_coalloc_ref
+from grid_tasks.ops.jobs import ACCEPTED, CANCEL_SETTLE_S, cancel_unchecked, check_coalloc, is_coalloc_ref
 from grid_tasks.ops.nodes import find_node
 from grid_tasks.ops.plan import load_plan
 from grid_tasks.ops.queue import barrier_entries
@@ -44,7 +44,7 @@ def emit(data: Any, as_json: bool, renderable: Any) -> None:
     if as_json:
         click.echo(json.dumps(data, indent=2))
     else:
-        Console(width=max(Console().width, 120)).print(renderable)
+        wide_console(minimum=120).print(renderable)
 
 
 def rm_option(help_text: str = "Resource manager (cluster) to look at; default all.") -> Any:
@@ -111,7 +111,10 @@ def checkjob(job: str, no_plan: bool, coalloc: bool, as_json: bool) -> None:
 @json_option
 def canceljob(jobs: tuple[str, ...], as_json: bool) -> None:
     """Cancel jobs (ids or contacts): an idle job fails at once, a running one is killed
-    on its nodes.  Every job is checked first: an unknown or finished job refuses the
+    on its nodes.
+
+    The kill is waited for a few seconds, so the state shown is the one the cancel led
+    to, or "cancel requested" while the kill is still under way.  Every job is checked first: an unknown or finished job refuses the
     whole command and nothing is cancelled.  While the grid's database is away each
     job's gatekeeper accepts the cancel and applies it when the database is back.
     """
@@ -129,8 +132,13 @@ def canceljob(jobs: tuple[str, ...], as_json: bool) -> None:
             click.echo(f"job {item['job_id']}: cancel accepted (the database is away; "
                        "recorded when it is back)")
             continue
-        click.echo(f"job {item['job_id']} cancelled (was {item['previous_state']}, "
-                   f"now {item['state']})")
+        if item["settled"] or item["state"] is None:
+            click.echo(f"job {item['job_id']} cancelled (was {item['previous_state']}, "
+                       f"now {item['state'] or 'unknown'})")
+            continue
+        click.echo(f"job {item['job_id']}: cancel requested (was {item['previous_state']}, "
+                   f"still {item['state']} after {CANCEL_SETTLE_S:g} s: its processes are "
+                   "being killed)")
 
 
 @click.command()

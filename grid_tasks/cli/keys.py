@@ -11,10 +11,10 @@ from typing import Any
 
 import click
 from cryptography import x509
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from grid_tasks.cli.console import wide_console
 from grid_tasks.errors import GridTasksError
 from grid_tasks.security.config import CERT_FILE, KEY_FILE, KEYS_DIR, STORE_DIR
 from grid_tasks.security.errors import GridMapError
@@ -154,7 +154,7 @@ def init_grid(directory: Path, user: str | None, flat: bool, as_json: bool) -> N
         table.add_column(col)
     for role, row in rows.items():
         table.add_row(role, escape(row["key"]), escape(row["subject"]))
-    Console().print(table)
+    wide_console().print(table)
     click.echo(f"trust store {grid.scheduler.cert_store} (one folder per role)")
 
 
@@ -181,7 +181,7 @@ def show(directory: Path | None, as_json: bool) -> None:
             until = f"[red]{until} EXPIRED[/]"
         table.add_row(label, escape(cert.subject), f"{cert.serial:x}"[:16], until,
                       cert.fingerprint_sha256[:23] + "...")
-    Console().print(table)
+    wide_console().print(table)
 
 
 @keys.command("trust")
@@ -254,7 +254,7 @@ def check(file: Path, grid_file: Path | None, as_json: bool) -> None:
     for e in gm.entries:
         table.add_row(str(e.line), escape(e.identity), ", ".join(e.accounts),
                       e.rm or "(all)")
-    console = Console()
+    console = wide_console()
     console.print(table)
     for warning in warnings:
         console.print(f"[yellow]warning:[/] {escape(warning)}")

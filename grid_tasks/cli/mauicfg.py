@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from grid_tasks.cli.console import wide_console
 from grid_tasks.maui.cfg import (
     CREDENTIAL_KINDS,
     OBJECT_PARAMETERS,
@@ -101,8 +102,8 @@ def maui_config(file: str, as_json: bool, show_all: bool, strict: bool) -> None:
     Shows the parameters the file sets (with Maui's defaults beside them), the
     USERCFG/GROUPCFG/ACCOUNTCFG/CLASSCFG/QOSCFG credentials, SRCFG standing
     reservations, NODECFG and RMCFG entries, then warnings (unknown parameters or
-    keys, each with its line).  A wrong value is an error shown with a caret under
-    it; the exit status is then 1.
+    keys, each with its line).  Every wrong value or line is an error shown with a
+    caret under it, all of them in one run; the exit status is then 1.
 
     Example: grid-tasks maui-config config/maui.cfg --json
     """
@@ -116,6 +117,6 @@ def maui_config(file: str, as_json: bool, show_all: bool, strict: bool) -> None:
     if as_json:
         click.echo(json.dumps(cfg.to_dict(), indent=2))
     else:
-        _print_rich(cfg, show_all, Console())
+        _print_rich(cfg, show_all, wide_console())
     if strict and cfg.warnings:
         sys.exit(1)

@@ -7,9 +7,9 @@ import os
 from pathlib import Path
 
 import click
-from rich.console import Console
 from rich.table import Table
 
+from grid_tasks.cli.console import wide_console
 from grid_tasks.metrics.collect import collect
 from grid_tasks.metrics.exposition import format_value
 from grid_tasks.metrics.server import MetricsServer
@@ -75,4 +75,4 @@ def show(as_json: bool, topology: Path | None) -> None:
                 continue  # the table keeps sum and count; --json has the buckets
             labels = " ".join(f"{k}={v}" for k, v in s.labels.items() if v)
             table.add_row(fam.name + s.suffix, labels, format_value(s.value))
-    Console().print(table)
+    wide_console().print(table)

@@ -14,18 +14,17 @@ admit the requester.
 from __future__ import annotations
 
 import json
-import os
 import sys
 from pathlib import Path
 from typing import Any
 
 import click
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from grid_tasks.cli.nodes import resolve_settings
-from grid_tasks.embedded.stack import ENV_FILE
+from grid_tasks.cli.console import wide_console
+from grid_tasks.cli.nodes import find_grid
+from grid_tasks.embedded.locate import NoRunningGrid
 from grid_tasks.errors import ConnectivityError
 from grid_tasks.legion.collection import Collection, Requester, Resource, ResourceKind
 from grid_tasks.mil import MILError
@@ -72,13 +71,16 @@ def _table(found: list[Resource], total: int, hidden: int, text: str, source: st
     return table
 
 
-def _live_settings(stack_dir: Path | None) -> Settings | None:
-    """Settings of a configured or running grid, or None if there is none."""
-    configured = any(k in os.environ for k in ("GRID_TASKS_REDIS_URL", "GRID_TASKS_BROKER_URL"))
-    running = (stack_dir or Settings.from_env().state_dir / "embedded") / ENV_FILE
-    if stack_dir is None and not configured and not running.exists():
+def _live_settings(stack_dir: Path | None, source: str) -> Settings | None:
+    """Settings of a configured or running grid, or None if there is none (also when
+    the grid GRID_TASKS_STATE_DIR names does not run, unless ``--source live`` insists);
+    a ``--stack DIR`` where no grid runs is an error."""
+    try:
+        return find_grid(stack_dir)
+    except NoRunningGrid:
+        if source == "live" or stack_dir is not None:
+            raise
         return None
-    return resolve_settings(stack_dir)
 
 
 def _collection(source: str, grid_file: Path | None, stack_dir: Path | None) -> Collection:
@@ -87,7 +89,7 @@ def _collection(source: str, grid_file: Path | None, stack_dir: Path | None) -> 
     topology = load_topology(path)
     if source == "topology" or (source == "auto" and grid_file is not None):
         return Collection(topology)
-    live = _live_settings(stack_dir)
+    live = _live_settings(stack_dir, source)
     if live is None:
         if source == "live":
             raise ConnectivityError("no grid to query live: set GRID_TASKS_REDIS_URL or "
@@ -167,6 +169,6 @@ def query(mil: str, grid_file: Path | None, source: str, stack_dir: Path | None,
                    "matches": _payload(found, kind)}
         click.echo(json.dumps(payload, indent=2, default=str))
         return
-    Console().print(_table(found, total, total - len(open_to_you), text,
+    wide_console().print(_table(found, total, total - len(open_to_you), text,
                            "live" if collection.live else collection.topology.source, kind,
                            collection.live))

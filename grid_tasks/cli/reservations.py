@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from datetime import timedelta
 from typing import Any
 
@@ -25,19 +26,46 @@ def _names(values: tuple[str, ...]) -> list[str]:
     return [n.strip() for v in values for n in v.split(",") if n.strip()]
 
 
-def _pick_rm(session: Session, rm: str | None) -> str:
+def _pick_rm(session: Session, rm: str | None, hosts: str = "") -> str:
+    """``--rm`` when given; else the only RM, or the RM of the nodes HOSTS names (node
+    names are unique grid-wide, so ``setres node1`` needs no --rm)."""
     if rm is not None:
         repository.get_rm(session, rm)
         return rm
     names = [r.name for r in repository.list_rms(session)]
-    if len(names) != 1:
-        raise OpsError(f"give --rm RM (resource managers: {', '.join(names) or 'none'})")
-    return names[0]
+    if len(names) == 1:
+        return names[0]
+    inferred = _rm_of_hosts(session, hosts)
+    if inferred is None:
+        raise OpsError(f"give --rm RM (resource managers: {', '.join(names) or 'none'}); "
+                       "it is found by itself only when HOSTS names nodes")
+    return inferred
+
+
+def _rm_of_hosts(session: Session, hosts: str) -> str | None:
+    """The RM holding every node of ``HOSTLIST`` / ``N@HOSTLIST`` (names or a regex over
+    names); None for TASKS==N, ALL, or nodes of no RM; OpsError when they span RMs."""
+    listed = hosts.partition("@")[2] if "@" in hosts else hosts
+    if not listed or "==" in listed or listed.upper() == "ALL":
+        return None
+    rm_of = {n.name: n.rm for n in repository.list_nodes(session)}
+    wanted = [h.strip() for h in listed.split(",") if h.strip()]
+    if not all(h in rm_of for h in wanted):
+        try:
+            wanted = [n for n in rm_of if re.fullmatch(listed, n)]
+        except re.error:
+            return None
+    rms = sorted({rm_of[h] for h in wanted})
+    if len(rms) > 1:
+        raise OpsError(f"{hosts} spans resource managers {', '.join(rms)}: a reservation is "
+                       "on one (give --rm RM, or setres --grid for a co-reservation)")
+    return rms[0] if rms else None
 
 
 @click.command()
 @click.option("--rm", "-p", "rm", metavar="RM",
-              help="Resource manager (Maui's partition); needed when there are several.")
+              help="Resource manager (Maui's partition); found from the nodes when HOSTS "
+                   "names nodes, else needed when there are several.")
 @click.option("-u", "users", multiple=True, metavar="USERLIST", help="Users admitted.")
 @click.option("-g", "groups", multiple=True, metavar="GROUPLIST", help="Groups admitted.")
 @click.option("-a", "accounts", multiple=True, metavar="ACCOUNTLIST", help="Accounts admitted.")
@@ -69,7 +97,7 @@ def setres(rm: str | None, users: tuple[str, ...], groups: tuple[str, ...],
 
     \b
     Examples:
-      grid-tasks setres --rm rmA -u alice -d 2:00:00 node1
+      grid-tasks setres -u alice -d 2:00:00 node1
       grid-tasks setres --rm rmA -g physics -s +1:00:00 -e +3:00:00 -r PROCS=2 TASKS==2
       grid-tasks setres --grid -n big -s +10:00 -d 1:00:00 4@rmA,2@rmB,2
     """
@@ -89,7 +117,7 @@ def setres(rm: str | None, users: tuple[str, ...], groups: tuple[str, ...],
             seconds = parse_duration(duration, option="-d")
             finish = None if seconds == float("inf") else begin + timedelta(seconds=seconds)
         with shell.session() as session:  # reading which RMs exist
-            rm = _pick_rm(session, rm)
+            rm = _pick_rm(session, rm, hosts)
         # the RM's gatekeeper checks, stores and wakes the RM (operators only)
         data = ask(shell.grid().app, SET_RESERVATION, rm, {
             "hosts": hosts, "resources": resources, "start": begin.isoformat(),

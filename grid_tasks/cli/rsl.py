@@ -7,10 +7,10 @@ import os
 import sys
 
 import click
-from rich.console import Console
 from rich.table import Table
 
-from grid_tasks.rsl import STANDARD_VARIABLES, RSLError, SubjobRequest, lower
+from grid_tasks.cli.console import wide_console
+from grid_tasks.rsl import STANDARD_VARIABLES, RSLError, SubjobRequest, deferred_variables, lower
 from grid_tasks.settings import rsl_max_substitution
 
 
@@ -21,8 +21,11 @@ def rsl() -> None:
 
 def _variables(pairs: tuple[str, ...]) -> dict[str, str]:
     # Standard GRAM variables default to this process's environment, as a
-    # job manager would define them for the submitting user.
-    variables = {name: os.environ[name] for name in STANDARD_VARIABLES if name in os.environ}
+    # job manager would define them for the submitting user; the others a job
+    # manager defines (the job's contact...) are stand-ins, defined as at submission.
+    variables = deferred_variables()
+    variables.update({name: os.environ[name] for name in STANDARD_VARIABLES
+                      if name in os.environ})
     for pair in pairs:
         name, sep, value = pair.partition("=")
         if not sep or not name:
@@ -54,7 +57,7 @@ def _limits(job: SubjobRequest) -> str:
 
 
 def _show(jobs: list[SubjobRequest], source: str) -> None:
-    console = Console()
+    console = wide_console()
     kind = "multi-request" if len(jobs) > 1 else "job request"
     table = Table(title=f"{source}: valid {kind}, {len(jobs)} subjob(s)")
     for column in ("#", "RM contact", "label", "count", "type", "executable", "start / comms", "limits"):
@@ -87,7 +90,8 @@ def _show(jobs: list[SubjobRequest], source: str) -> None:
     "variables",
     multiple=True,
     metavar="NAME=VALUE",
-    help="Define a substitution variable (repeatable). HOME, LOGNAME... default to the environment.",
+    help="Define a substitution variable (repeatable). HOME, LOGNAME... default to the "
+    "environment; the job manager's others ($(GLOBUS_GRAM_JOB_CONTACT)...) stay as written.",
 )
 @click.pass_context
 def check(ctx: click.Context, file: str, as_json: bool, variables: tuple[str, ...]) -> None:

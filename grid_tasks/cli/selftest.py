@@ -13,6 +13,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from grid_tasks.cli.console import wide_console
 from grid_tasks.errors import ConfigError
 from grid_tasks.faults.invariants import Outcome
 from grid_tasks.faults.registry import CASES
@@ -70,7 +71,8 @@ def selftest(faults: bool, security: bool, cases: tuple[str, ...], attacks: tupl
     is confirmed, the scheduler killed holding an iteration lock, Redis lost before a
     barrier release, a daemon killed under a 100-job load, a 60 s database outage
     (PostgreSQL stopped; SQLite's disk full, as root) - then, before cleaning up, checks
-    DESIGN.md's invariants: no lost job, no orphan process, no leaked reservation or
+    the invariants of docs/RELIABILITY.md ("Invariants checked during and after every
+    case"; grid_tasks/faults/invariants.py): no lost job, no orphan process, no leaked reservation or
     token, no overcommit, one copy of a rank at a time, each rank run exactly once
     (counted from marks the ranks leave), nothing running after its job ended, and
     each case's recovery target.
@@ -133,6 +135,6 @@ def _run_and_report(kind: str, chosen: list[str], run: Callable[..., list[Any]],
     if as_json:
         click.echo(json.dumps([r.to_dict() for r in results], indent=2))
     else:
-        Console().print(table(results))
+        wide_console().print(table(results))
     if not all(r.ok for r in results):
         raise SystemExit(1)

@@ -193,7 +193,8 @@ def _write_plots(runs: list[Run], folder: Path, cmp: Comparison | None) -> list[
             window, reservations = (mid, mid + DEFAULT_GANTT_LENGTH), []
         name = re.sub(r"[^A-Za-z0-9_.-]+", "_", run.label)
         out.append(plots.plot_gantt(jobs, window, folder / f"gantt-{name}.png",
-                                    reservations=reservations, title=run.label))
+                                    reservations=reservations, title=run.label,
+                                    procs=sum(c.procs for c in run.result.clusters)))
     return out
 
 

@@ -15,10 +15,10 @@ from pathlib import Path
 from typing import Any
 
 import click
-from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
+from grid_tasks.cli.console import wide_console
 from grid_tasks.cli.simulate_input import cluster_specs, progress_bar
 from grid_tasks.errors import GridTasksError
 from grid_tasks.sim.core import load_config
@@ -126,7 +126,7 @@ _ROWS: tuple[tuple[str, Any], ...] = (
 
 def print_grid(result: GridRun, written: list[str]) -> None:
     """One column per policy; cluster utilizations below; files written."""
-    console = Console()
+    console = wide_console()
     wl = result.workload
     title = ("Metascheduling over " + ", ".join(f"{n} (P={p})" for n, p in wl.procs.items())
              + f": {len(wl.grid):,} grid jobs ({sum(g.coallocated for g in wl.grid):,} coallocated)")

@@ -12,6 +12,7 @@ from typing import Any
 
 from rich.console import Console
 
+from grid_tasks.cli.console import wide_console
 from grid_tasks.sim.compare import Comparison, basis_line
 from grid_tasks.sim.feasibility import NeverStart
 from grid_tasks.sim.replay import ReplayResult
@@ -47,7 +48,7 @@ def _print_compare(console: Console, runs: list[Run], cmp: Comparison, title: st
 
 def print_rich(runs: list[Run], written: list[str], show_groups: bool,
                 cmp: Comparison | None) -> None:
-    console = Console()
+    console = wide_console()
     first = runs[0].result
     title = "Replay of " + ", ".join(f"{c.name} (P={c.procs})" for c in first.clusters)
     title = f"{title}, {first.conventions} conventions"

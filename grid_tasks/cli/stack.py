@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import contextlib
 import json
+import shutil
+import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +28,7 @@ from grid_tasks.settings import Settings, default_config_file
 
 
 def _options(topology: Path | None, state_dir: Path | None, flower: bool,
-             flower_port: int | None, heartbeat: float) -> StackOptions:
+             flower_port: int | None, heartbeat: float, announce: bool = True) -> StackOptions:
     base = Settings.from_env()
     return StackOptions(
         topology_file=topology or default_config_file("demo-grid.toml"),
@@ -33,7 +36,22 @@ def _options(topology: Path | None, state_dir: Path | None, flower: bool,
         flower=flower, flower_port=flower_port, heartbeat_interval=heartbeat,
         # the operator's own choices carry over: signing (on unless turned off) and
         # the grid map (none: a single-user grid running jobs as the invoking user)
-        signing=base.signing.enabled, gridmap_file=base.gridmap_file)
+        signing=base.signing.enabled, gridmap_file=base.gridmap_file, announce=announce)
+
+
+@contextlib.contextmanager
+def demo_state_dir(chosen: Path | None) -> Iterator[Path]:
+    """The demo's state dir: the one asked for, else a fresh private folder removed
+    afterwards, so the demo never shares a database or a stack.env with a running
+    ``grid-tasks up`` (one grid, one state)."""
+    if chosen is not None:
+        yield chosen
+        return
+    folder = Path(tempfile.mkdtemp(prefix="grid-tasks-demo-"))
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def stack_options(func: Any) -> Any:
@@ -106,8 +124,8 @@ def _announce(console: Console, stack: EmbeddedStack, elapsed: float) -> None:
     assert stack.settings is not None
     console.print(nodes_table(stack.registry().list_nodes(stack.topology), time.time(),
                               title=f"grid up in {elapsed:.1f} s"))
-    console.print(f"`grid-tasks nodes --stack {stack.state_dir}` lists the nodes from another "
-                  "shell (no option needed with the default state dir); or export:",
+    console.print(f"Commands in other shells find this grid from any directory (or "
+                  f"`--stack {stack.state_dir}`, when several run); or export:",
                   highlight=False, soft_wrap=True)
     for key, value in stack.settings.to_env().items():
         console.print(f"  export {key}='{value}'", soft_wrap=True, highlight=False)
@@ -135,9 +153,16 @@ def demo(topology: Path | None, state_dir: Path | None, heartbeat: float,
     """Bring the demo grid up, check every node through its daemon, run a few GRAM jobs
     on each resource manager (live showq, then their outputs), then a coallocated (DUROC)
     job across both RMs whose 5 processes pass one barrier and compute a global result;
-    bring it down.  Exits 1 if the coallocated job did not succeed."""
+    bring it down.  Exits 1 if the coallocated job did not succeed.  Its state lives in
+    a fresh temporary folder, removed afterwards, unless --state-dir says otherwise."""
+    with demo_state_dir(state_dir) as folder:
+        _run_demo(topology, folder, heartbeat, as_json)
+
+
+def _run_demo(topology: Path | None, state_dir: Path, heartbeat: float,
+              as_json: bool) -> None:
     console = Console(stderr=as_json)
-    options = _options(topology, state_dir, False, None, heartbeat)
+    options = _options(topology, state_dir, False, None, heartbeat, announce=False)
     with stop_on_signals():
         started = time.monotonic()
         stack = start_stack(console, options)

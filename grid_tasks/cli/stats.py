@@ -18,7 +18,7 @@ from grid_tasks.ops.diag_nodes import diagnose_nodes
 from grid_tasks.ops.diag_res import diagnose_reservations
 from grid_tasks.ops.render import diagnosis_view, priority_view
 from grid_tasks.ops.render_diag import fairshare_view, nodes_diag_view, res_diag_view
-from grid_tasks.ops.render_stats import history_view, plot_history, stats_view
+from grid_tasks.ops.render_stats import history_view, plot_format, plot_history, stats_view
 from grid_tasks.ops.stats_history import PERIODS, show_history
 
 
@@ -33,9 +33,9 @@ from grid_tasks.ops.stats_history import PERIODS, show_history
 @click.option("--history", type=click.Choice(PERIODS), metavar="|".join(PERIODS),
               help="The same figures per period (UTC days, weeks from Monday, months), with "
               "utilization; default range: the last 7 days, 8 weeks or 6 months.")
-@click.option("--plot", type=click.Path(dir_okay=False, path_type=Path), metavar="FILE.png",
-              help="Draw processor-hours and utilization per period into FILE.png "
-              "(implies --history day unless given).")
+@click.option("--plot", type=click.Path(dir_okay=False, path_type=Path), metavar="FILE",
+              help="Draw processor-hours and utilization per period into FILE, in the format "
+              "its extension names (.png, .svg, .pdf...; implies --history day unless given).")
 @json_option
 def showstats(by: str | None, rm: str | None, since: str | None, history: str | None,
               plot: Path | None, as_json: bool) -> None:
@@ -51,8 +51,9 @@ def showstats(by: str | None, rm: str | None, since: str | None, history: str | 
       grid-tasks showstats --history week -u --json
       grid-tasks showstats --history day --by-rm --plot usage.png
     """
-    if plot is not None and history is None:
-        history = "day"
+    if plot is not None:
+        plot_format(plot)  # refuse x.txt before any work
+        history = history or "day"
     with ops_shell() as shell, shell.session() as session:
         now = shell.now()
         start = parse_time(since, now, option="--since") if since else None

@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import json
+import signal
 import sys
 import time
-from typing import Any
+from typing import Any, NoReturn
 
 import click
 
+from grid_tasks.cli.nodes import resolve_settings
 from grid_tasks.client import Grid
+from grid_tasks.errors import GridTasksError
 from grid_tasks.events import read_output, subscribe
-from grid_tasks.gram.errors import WaitTimeoutError
+from grid_tasks.gram.errors import JobFinishedError, WaitTimeoutError
 from grid_tasks.states import JobState
 
 EPILOG = """\b
@@ -52,26 +55,49 @@ def submit(rsl: str | None, file: str | None, rm: str | None, batch: bool, strea
            user: str | None, timeout: float | None, as_json: bool) -> None:
     """Submit a GRAM job described in RSL and follow it to the end.
 
-    Without -b, waits until the job is DONE or FAILED, prints its final state
-    (and with -s its output as it comes) and exits with the job's exit code
-    (1 if it FAILED).  Bad RSL, an unknown RM or a job that can never run are
-    refused before anything is queued.
+    Without -b, prints the job contact on stderr (as globusrun does), waits
+    until the job is DONE or FAILED, prints its final state (and with -s its
+    output as it comes) and exits with the job's exit code (1 if it FAILED).
+    Ctrl-C cancels the job, as globusrun does, and exits 130.  Bad RSL, an
+    unknown RM or a job that can never run are refused before anything is queued.
     """
     text, source = _read_rsl(rsl, file)
-    grid = Grid()
+    grid = Grid(resolve_settings(None))  # the running grid, from any directory
     try:
         job = grid.submit(text, rm, user=user, source=source)
         if batch:
             click.echo(json.dumps({"id": job.id, "contact": job.contact}) if as_json
                        else job.contact)
             return
-        status = _follow(grid, job, timeout) if stream else job.wait(timeout)
+        click.echo(job.contact, err=True)  # first: the handle to cancel or query it by
+        try:
+            status = _follow(grid, job, timeout) if stream else job.wait(timeout)
+        except KeyboardInterrupt:
+            cancel_on_interrupt(job.cancel, job.contact)
         _report(status, as_json)
     finally:
         grid.close()
     if status.state is JobState.FAILED:
         sys.exit(1)
     sys.exit(min(255, status.exit_code or 0))
+
+
+#: Exit status after Ctrl-C (128 + SIGINT), as a shell reports an interrupted command.
+INTERRUPTED = 128 + signal.SIGINT
+
+
+def cancel_on_interrupt(cancel: Any, contact: str | None) -> NoReturn:
+    """Ctrl-C while following a job: cancel it (as globusrun does; a second Ctrl-C
+    cannot cut the cancel short) and exit 130 saying so."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        cancel()
+        click.echo(f"{contact}: interrupted, the job is cancelled", err=True)
+    except JobFinishedError:
+        click.echo(f"{contact}: interrupted; the job had already ended", err=True)
+    except GridTasksError as exc:
+        click.echo(f"{contact}: interrupted, but the cancel failed: {exc}", err=True)
+    sys.exit(INTERRUPTED)
 
 
 def _follow(grid: Any, job: Any, timeout: float | None) -> Any:

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import click
 from rich import box
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from grid_tasks.cli.console import wide_console
 from grid_tasks.cli.nodes import resolve_settings
 from grid_tasks.errors import NotFoundError
 from grid_tasks.legion.tokens import DEFAULT_PREFIX, ScanReport, Token, TokenStore, scan
@@ -93,7 +93,7 @@ def list_tokens(resource: str | None, owner: str | None, include_expired: bool,
     if as_json:
         click.echo(json.dumps([t.to_dict() for t in found], indent=2))
         return
-    Console().print(_tokens_table(found, now_ms))
+    wide_console().print(_tokens_table(found, now_ms))
 
 
 @tokens.command("show")
@@ -112,7 +112,7 @@ def show(token_id: str, stack_dir: Path | None, prefix: str, as_json: bool) -> N
     if as_json:
         click.echo(json.dumps({**token.to_dict(), "status": _status(token, now_ms)}, indent=2))
         return
-    Console().print(_tokens_table([token], now_ms))
+    wide_console().print(_tokens_table([token], now_ms))
 
 
 @tokens.command("release")
@@ -164,7 +164,7 @@ def scan_command(purge: bool, stack_dir: Path | None, prefix: str, as_json: bool
         click.echo(json.dumps({**report.to_dict(), "purged": purged,
                                "seconds": round(time.perf_counter() - began, 4)}, indent=2))
     else:
-        Console().print(_scan_table(report))
+        wide_console().print(_scan_table(report))
         for job, have, size in report.broken_groups:
             click.echo(f"job {job}: {have} of {size} confirmed tokens present", err=True)
     if not report.ok:

@@ -185,3 +185,6 @@ def _validate(rm: str | None, node: str | None, scheduler: bool, gatekeepers: bo
             topo.rm(rm)
     elif not settings.topology_file.exists() and gatekeepers:
         raise ConfigError("topology file not found", source=str(settings.topology_file))
+    if (scheduler or not node) and settings.topology_file.exists():
+        # iterations read the policy files: without one an RM would never schedule
+        load_topology(settings.topology_file).check_policy_files()

@@ -14,7 +14,8 @@ import time
 from typing import Any
 
 from grid_tasks.duroc.control_rows import header_deliveries, note_delivery
-from grid_tasks.duroc.errors import BarrierDeadlineError, CoallocFinishedError, SubjobFailedError
+from grid_tasks.duroc.errors import (BarrierDeadlineError, CoallocFinishedError, SubjobFailedError,
+                                     ended_outside_barrier)
 from grid_tasks.duroc.records import parse_job_ref, store_id
 from grid_tasks.duroc.store_errors import (
     JobNotFoundError, StructureFrozenError, SubjobNotFoundError,
@@ -92,8 +93,8 @@ class HeaderSteps:
         status = None if stored else gram_status(self.services.sessions, gram_id)
         if status is not None and status.state.terminal:
             why = status.reason if status.state is JobState.FAILED else None
-            return self._subjob_died(job_id, info, why or (
-                f"its processes ended ({status.state.value}, exit code {status.exit_code})"))
+            return self._subjob_died(job_id, info, why or ended_outside_barrier(
+                status.state.value, status.exit_code))
         return {"address": address, "label": info.label, "gram_job": gram_id}
 
     def _refused(self, job_id: int, info: Any, exc: Exception) -> None:

@@ -27,3 +27,11 @@ class SubjobFailedError(CoallocError):
 
 class BarrierDeadlineError(CoallocError):
     """The barrier was not complete before the job's barrier timeout."""
+
+
+def ended_outside_barrier(state: str, exit_code: int | None) -> str:
+    """Why a barrier subjob whose processes ended by themselves failed: most often a
+    plain program (``/bin/hostname``) that never calls the barrier; say so and how."""
+    return (f"its processes ended ({state}, exit code {exit_code}) without entering the "
+            "barrier: a barrier subjob's program calls runtime.barrier() or `grid-tasks "
+            "runtime barrier` first (or give the component (subjobStartType=no-barrier))")

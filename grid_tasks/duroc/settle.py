@@ -29,6 +29,7 @@ from sqlalchemy.orm import object_session
 from grid_tasks.db import session_scope
 from grid_tasks.db.models.jobs import BarrierState as SqlBarrier
 from grid_tasks.duroc.control_rows import coalloc_row, linked_gram_jobs, retrying
+from grid_tasks.duroc.errors import ended_outside_barrier
 from grid_tasks.duroc.records import (
     CoallocStatus, coalloc_status, final_state, mark, parse_job_ref, store_id,
 )
@@ -192,7 +193,7 @@ class Settling:
                     or not JobState(gram.state).terminal:
                 continue
             why = gram.failure_reason if gram.state is JobState.FAILED else None
-            why = why or f"its processes ended ({gram.state.value}, exit code {gram.exit_code})"
+            why = why or ended_outside_barrier(gram.state.value, gram.exit_code)
             if SubjobStartType(sub.start_type) is SubjobStartType.STRICT_BARRIER:
                 plan.abort = f"subjob {sub.label!r} failed before the barrier: {why}"
                 return

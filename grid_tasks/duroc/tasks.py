@@ -29,7 +29,9 @@ from grid_tasks.duroc.control import DEADLINE_HOP, Coallocator
 from grid_tasks.duroc.door import (
     ADD_SUBJOBS, CANCEL, DELETE_SUBJOB, RELEASE_BARRIER, REQUEST, STATUS, SUBMIT_SUBJOB,
 )
-from grid_tasks.effects import FAILED, RELEASE, SETTLE, WATCH, send_deadline
+from grid_tasks.db.errors import DatabaseError
+from grid_tasks.effects import FAILED, RELEASE, SETTLE, WATCH, send_deadline, settle_signature
+from grid_tasks.errors import ConnectivityError, GridTasksError
 from grid_tasks.gram.door import answer
 from grid_tasks.queues import SCHEDULER_QUEUE
 from grid_tasks.security.roles import Role
@@ -67,6 +69,12 @@ def _watch_at_worker_start(sender: Any = None, **_: Any) -> None:
 worker_ready.connect(_watch_at_worker_start, weak=False, dispatch_uid="grid_tasks.duroc.watch")
 
 
+#: What a header raises when the grid itself failed (Redis, the database out of reach):
+#: the task fails (Flower counts it against its worker) and the chord's error path
+#: settles the job.  Any other error of a header is the user's job failing.
+INFRASTRUCTURE_ERRORS: tuple[type[Exception], ...] = (ConnectivityError, DatabaseError)
+
+
 # track_started off: nobody reads a header's STARTED state; a subjob's progress is in
 # the coordination store and in SQL (subjob_states), its submission in the chord's join.
 @shared_task(name=WATCH, bind=True, acks_late=True, reject_on_worker_lost=True,
@@ -76,7 +84,12 @@ def watch_subjob(self: Any, *, rm: str, job: int, address: int, deadline: float,
                  slice_s: float | None = None) -> dict[str, Any]:
     """Chord header: submit one subjob through GRAM (once), then end: the barrier is
     watched by the scheduler (:mod:`grid_tasks.duroc.barrier_watch`), not by re-queued
-    headers.  Fails (strict) when the subjob cannot be submitted or died already.
+    headers.
+
+    A subjob refused or dead before the barrier (a strict one aborts the barrier) is
+    the user's failure, not the grid's: the header returns it as ``{"failed": ...}``
+    and sends the settle, which FAILs the job; as a task failure it showed in Flower
+    as the gatekeeper's.  Only :data:`INFRASTRUCTURE_ERRORS` and the like fail it.
 
     Every delivery is counted (:meth:`Coallocator.header_deliveries`), redeliveries of
     a message whose worker died mid-task apart: the proof that acks-late did its job.
@@ -86,9 +99,16 @@ def watch_subjob(self: Any, *, rm: str, job: int, address: int, deadline: float,
     # the job's owner, vouched for by the scheduler that sent the chord
     who = self.submitter(submitter)
     delivery = self.request.delivery_info or {}
-    url, info = co.first_look(job, address, self.request.id, bool(delivery.get("redelivered")))
-    return co.watch_step(job, address, deadline, url=url, info=info, identity=who,
-                         account=account)
+    try:
+        url, info = co.first_look(job, address, self.request.id,
+                                  bool(delivery.get("redelivered")))
+        return co.watch_step(job, address, deadline, url=url, info=info, identity=who,
+                             account=account)
+    except GridTasksError as exc:
+        if isinstance(exc, INFRASTRUCTURE_ERRORS):
+            raise
+        settle_signature(self.app, job).apply_async(ignore_result=True)
+        return {"address": address, "failed": str(exc), "error": type(exc).__name__}
 
 
 @shared_task(name=SUBMIT_SUBJOB, bind=True, track_started=False)

@@ -63,7 +63,7 @@ def _read(path: Path, where: str) -> str:
 
 def flower_argv(port: int, db: Path) -> list[str]:
     """``celery flower`` on 127.0.0.1:``port``: no secret in it (see :func:`flower_env`)."""
-    return [sys.executable, "-m", "celery", "-A", "grid_tasks.celery_app", "flower",
+    return [sys.executable, "-m", "celery", "-A", "grid_tasks.embedded.flower_app", "flower",
             f"--port={port}", "--address=127.0.0.1", f"--db={db}"]
 
 

@@ -27,6 +27,7 @@ from types import FrameType, TracebackType
 from typing import Any
 
 from grid_tasks.embedded.flower import FLOWER_USER, flower_argv, flower_env, flower_password
+from grid_tasks.embedded.locate import StackLock, announce, withdraw
 from grid_tasks.embedded.redis_server import RedisServer, free_port
 from grid_tasks.embedded.supervisor import Supervisor
 from grid_tasks.errors import GridTasksError
@@ -83,6 +84,9 @@ class StackOptions:
     signing: bool = True
     #: the operator's grid map; None: a single-user grid, jobs run as the invoking user
     gridmap_file: Path | None = None
+    #: leave a per-user record so commands in other directories find this grid
+    #: (:mod:`grid_tasks.embedded.locate`); off for the demo's throwaway grid
+    announce: bool = True
 
 
 class EmbeddedStack:
@@ -101,6 +105,7 @@ class EmbeddedStack:
         self.flower_password_file: Path | None = None
         self.metrics: Any = None  # the /metrics endpoint (MetricsServer) while running
         self.keys: GridKeys | None = None  # each role's key, when signing
+        self.lock = StackLock(self.state_dir)  # held from start to stop: one grid per dir
 
     @property
     def metrics_url(self) -> str | None:
@@ -112,6 +117,8 @@ class EmbeddedStack:
     def start(self, progress: Progress | None = None) -> Settings:
         """Bring everything up; returns the settings clients use to reach this grid."""
         say = progress or (lambda _msg: None)
+        self.topology.check_policy_files()  # a grid that could never schedule: refuse
+        self.lock.acquire()  # before anything is touched: the state may be another grid's
         try:
             private_dir(self.state_dir)  # database, env file, logs: owner only
             say("starting redis-server")
@@ -121,6 +128,8 @@ class EmbeddedStack:
             self.redis.start()
             self.settings = self._settings()
             write_env_file(self.state_dir / ENV_FILE, self.settings)
+            if self.options.announce:
+                announce(self.state_dir)
             say("starting scheduler and node daemons")
             self._spawn_workers()
             # While they start (seconds of imports): node daemons retry their first SQL
@@ -154,7 +163,11 @@ class EmbeddedStack:
                 metrics.stop()
             self.supervisor.stop_all(timeout=10.0)
             self.redis.stop()
-            (self.state_dir / ENV_FILE).unlink(missing_ok=True)
+            if self.lock.held:  # only the holder's files: a refused start removes none
+                (self.state_dir / ENV_FILE).unlink(missing_ok=True)
+                if self.options.announce:
+                    withdraw(self.state_dir)
+                self.lock.release()
 
     def __enter__(self) -> "EmbeddedStack":
         self.start()

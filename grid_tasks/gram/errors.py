@@ -26,6 +26,15 @@ class JobRefusedError(GramJobError):
     """Submission refused before the job was stored (e.g. the job can never run)."""
 
 
+def check_rm_contact(rm: str | None, contact: str | None) -> None:
+    """Refuse a request sent to ``rm`` whose RSL names another resourceManagerContact:
+    running it on either would silently ignore what the user asked for."""
+    if rm and contact and rm != contact:
+        raise JobRefusedError(f"the request names resourceManagerContact={contact} but was "
+                              f"sent to {rm}: drop one, or make them agree",
+                              code="INVALID_REQUEST")
+
+
 class JobFinishedError(GramJobError):
     """The job is DONE or FAILED already (cancel of a finished job)."""
 

@@ -15,9 +15,9 @@ from typing import Any
 from celery import shared_task
 
 from grid_tasks.gram.door import CANCEL, STATUS, SUBMIT, answer
+from grid_tasks.gram.jmvars import JobManagerRequest, mapped_account
 from grid_tasks.gram.records import Outbox
-from grid_tasks.gram.submission import cancel_job, job_report, store_submission
-from grid_tasks.rsl import lower
+from grid_tasks.gram.submission import cancel_job, job_report, restart_job, store_submission
 from grid_tasks.scheduling.runner import iterate_here
 from grid_tasks.security.roles import Role
 from grid_tasks.services import services_for
@@ -32,6 +32,10 @@ def submit(self: Any, *, rm: str, rsl: str, creds: dict[str, Any],
     """A GRAM submission: the verified submitter is mapped through this gatekeeper's
     grid map and the job recorded; ``{"ok": {id, contact}}`` or the refusal.
 
+    The RSL is evaluated here, for the mapped account: ``$(HOME)``, ``$(LOGNAME)``,
+    the job's contact... are the job manager's (:mod:`grid_tasks.gram.jmvars`), not
+    the caller's.  A restart request takes up the job it names.
+
     A stored job's RM iterates right here (the quick pass, under the RM's lock, as a
     DUROC header does), not in a scheduler worker the trigger would travel to: the
     job's start waits for no other task, and the answer goes back once it is placed."""
@@ -40,11 +44,17 @@ def submit(self: Any, *, rm: str, rsl: str, creds: dict[str, Any],
     held = Outbox()
 
     def store() -> dict[str, Any]:
-        (sub,) = lower(rsl, variables, source=source,
-                       max_substitution=services.settings.rsl_max_substitution)
+        account = mapped_account(services.settings, who, rm, creds.get("user"))
+        request = JobManagerRequest.for_account(services.settings, rsl, variables, account,
+                                                source)
+        sub = request.lower()
+        if sub.restart is not None:  # GRAM's restart request: the job is taken up again
+            job_id, contact = restart_job(services, sub.restart, rm, who)
+            return {"id": job_id, "contact": contact}
         job_id, contact, stored = store_submission(
             services, rsl, sub, rm, _known_creds(creds), idempotency_key=idempotency_key,
-            extra_env=extra_env, identity=who, hold=held)
+            extra_env=extra_env, identity=who, hold=held,
+            rebind=request.rebind if request.contact_bound else None)
         if stored:  # its events go with the iteration lock's round trip
             try:
                 iterate_here(services, rm, events=held.events, quick=True)

@@ -42,6 +42,7 @@ from grid_tasks.gram.launch import (
     open_outputs,
     spawn,
 )
+from grid_tasks.gram.monitor import JobTask
 from grid_tasks.gram.report import NodeContext, redis_retrying, report_finished, report_started
 
 log = logging.getLogger(__name__)
@@ -99,9 +100,12 @@ class JobManager(threading.Thread):
     """Runs one LaunchRequest to completion and reports it."""
 
     def __init__(self, req: LaunchRequest, ctx: NodeContext,
-                 claimed_at: float | None = None) -> None:
+                 claimed_at: float | None = None, shown_by: str | None = None) -> None:
+        """``shown_by``: the node daemon's worker name, which Flower shows the job's
+        task events under (:mod:`grid_tasks.gram.monitor`); None sends none."""
         super().__init__(name=f"job manager {req.job_id}@{req.node}", daemon=True)
         self.req, self.ctx = req, ctx
+        self.shown = JobTask(ctx.app, req, shown_by)
         # monotonic second the launch claim was sent: the lease counts as renewed then
         self.renewed = time.monotonic() if claimed_at is None else claimed_at
         self.procs: list[tuple[int, subprocess.Popen[bytes]]] = []
@@ -132,6 +136,7 @@ class JobManager(threading.Thread):
             else:
                 part = self._early
             if part is None:
+                self.shown.started()
                 part = self._guarded(self._follow)
         finally:
             RUNNING.pop((self.req.job_id, self.req.node), None)
@@ -142,6 +147,7 @@ class JobManager(threading.Thread):
         except Exception:  # retries exhausted: the lease is gone, so recovery ends the job
             log.exception("job manager %s/%s could not report its end",
                           self.req.job_id, self.req.node)
+        self.shown.ended(part.exit_codes, part.reason, part.code)
 
     def _guarded(self, step: Any) -> Part | None:
         """``step()``, or the Part of a job manager that crashed in it (never no report)."""

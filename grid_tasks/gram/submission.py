@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import getpass
 from datetime import datetime
-from typing import Any
+from typing import Any, Callable
 
 from sqlalchemy import bindparam, insert, select, update
 from sqlalchemy.exc import IntegrityError
@@ -18,10 +18,10 @@ from grid_tasks.errors import GridTasksError, NotFoundError, StorageUnavailable
 from grid_tasks.events import JobEvent
 from grid_tasks.gram.binding import bind as bind_reservation
 from grid_tasks.gram.binding import requested_reservation
-from grid_tasks.gram.errors import JobFinishedError, JobRefusedError
+from grid_tasks.gram.errors import JobFinishedError, JobRefusedError, check_rm_contact
 from grid_tasks.gram.keys import CANCEL_TTL_S, cancel_key, pending_cancels_key
 from grid_tasks.gram.records import Outbox, finish
-from grid_tasks.gram.status import CancelAccepted, HistoryEntry, JobStatus
+from grid_tasks.gram.status import CancelAccepted, HistoryEntry, JobStatus, parse_contact
 from grid_tasks.security.authorization import authorize, check_owner, gridmap_for
 from grid_tasks.security.errors import Unauthorized
 from grid_tasks.services import Services
@@ -50,7 +50,9 @@ def choose_rm(session: Session, wanted: str | None) -> str:
 
 
 def check_fits(session: Session, rm: str, sub: Any) -> None:
-    """Refuse a request larger than the RM can EVER hold, saying which limit it breaks."""
+    """Refuse a request larger than the RM can EVER hold, saying which limit it breaks,
+    or one whose RSL names another RM (resourceManagerContact)."""
+    check_rm_contact(rm, sub.rm_contact)
     # plain columns of one query: choose_rm has checked the RM (hot path of every submit)
     nodes = session.connection().execute(_NODE_SIZES, {"rm": rm}).all()
     if not nodes:
@@ -65,6 +67,11 @@ def check_fits(session: Session, rm: str, sub: Any) -> None:
         raise JobRefusedError(f"job can never run on {rm}: each process needs {need} MB "
                               f"(minMemory) and its largest node has {biggest} MB",
                               code="NO_RESOURCES")
+    if sub.max_memory_mb and not any(n.memory_mb >= sub.max_memory_mb for n in nodes):
+        biggest = max((n.memory_mb for n in nodes), default=0)
+        raise JobRefusedError(f"job can never run on {rm}: each process may use up to "
+                              f"{sub.max_memory_mb} MB (maxMemory) and its largest node has "
+                              f"{biggest} MB", code="NO_RESOURCES")
     if sub.host_count and sub.host_count > len(nodes):
         raise JobRefusedError(f"job can never run on {rm}: hostCount {sub.host_count} but "
                               f"{rm} has {len(nodes)} nodes", code="NO_RESOURCES")
@@ -85,18 +92,17 @@ def insert_job(session: Session, rm: str, rsl: str, sub: Any, creds: dict[str, A
                now: datetime, outbox: Outbox, *, idempotency_key: str | None = None,
                extra_env: dict[str, str] | None = None, run_as: str | None = None,
                owner: str | None = None,
-               coallocation: tuple[int, str] | None = None) -> tuple[int, str]:
+               coallocation: tuple[int, str] | None = None,
+               rebind: Callable[[str], Any] | None = None) -> tuple[int, str]:
     """Insert the job, PENDING (Idle for Maui), with its contact and history; returns
     (id, contact).  ``coallocation``: (coallocated job id, subjob label) of a subjob.
 
     ``run_as`` is the local account the grid map chose (the job's processes run as
-    it); ``owner`` the submitting identity (default: the user).  Plain INSERTs and one
+    it); ``owner`` the submitting identity (default: the user).  ``rebind(contact)``:
+    the request evaluated again once its contact is known, or None when the first
+    evaluation stands (see :mod:`grid_tasks.gram.jmvars`).  Plain INSERTs and one
     UPDATE rather than an ORM flush: every submission pays for this."""
-    request = sub.to_dict()
-    if extra_env:
-        request["extra_env"] = {str(k): str(v) for k, v in extra_env.items()}
-    if run_as:
-        request["run_as"] = run_as
+    request = _request(sub, extra_env, run_as)
     walltime = sub.max_wall_time_s or sub.max_time_s or DEFAULT_WALLTIME_S
     state = JobState.PENDING
     values = {"rm": rm, "owner": owner or creds["user"], "user": creds["user"],
@@ -111,7 +117,13 @@ def insert_job(session: Session, rm: str, rsl: str, sub: Any, creds: dict[str, A
     conn = session.connection()  # Core statements built once: no ORM execution layer
     job_id = conn.execute(_INSERT_JOB, row).inserted_primary_key[0]
     contact = f"gram://{rm}/jobs/{job_id}"
-    conn.execute(_SET_CONTACT, {"b_id": job_id, "contact": contact})
+    bound = rebind(contact) if rebind is not None else None
+    if bound is None:
+        conn.execute(_SET_CONTACT, {"b_id": job_id, "contact": contact})
+    else:
+        sub = bound
+        conn.execute(_SET_CONTACT, {"b_id": job_id, "contact": contact,
+                                    "request": _request(sub, extra_env, run_as)})
     conn.execute(_INSERT_HISTORY, {"job_id": job_id, "from_state": JobState.UNSUBMITTED,
                                    "to_state": state, "reason": "submitted", "at": now})
     if requested_reservation(sub) is not None:  # RSL (reservation=NAME): refused if unusable
@@ -121,12 +133,23 @@ def insert_job(session: Session, rm: str, rsl: str, sub: Any, creds: dict[str, A
     return job_id, contact
 
 
+def _request(sub: Any, extra_env: dict[str, str] | None, run_as: str | None) -> dict[str, Any]:
+    """The job's stored request: the lowered subjob, extra environment, account."""
+    request = sub.to_dict()
+    if extra_env:
+        request["extra_env"] = {str(k): str(v) for k, v in extra_env.items()}
+    if run_as:
+        request["run_as"] = run_as
+    return request
+
+
 def store_submission(services: Services, rsl: str, sub: Any, rm: str | None,
                      creds: dict[str, Any], *,
                      idempotency_key: str | None = None,
                      extra_env: dict[str, str] | None = None, identity: str | None = None,
                      coallocation: tuple[int, str] | None = None,
-                     within: Any = None, hold: Outbox | None = None) -> tuple[int, str, bool]:
+                     within: Any = None, hold: Outbox | None = None,
+                     rebind: Callable[[str], Any] | None = None) -> tuple[int, str, bool]:
     """Authorize, check and store one lowered subjob request as a GRAM job, then
     trigger its RM; returns (id, contact, stored by this call).
 
@@ -136,7 +159,7 @@ def store_submission(services: Services, rsl: str, sub: Any, rm: str | None,
     storing transaction (a coallocated subjob links itself there).  ``hold``: the
     caller runs the RM's iteration itself (a gatekeeper, see ``iterate_here``), so no
     iteration is triggered, and sends the stored job's events, which go into ``hold``,
-    with that iteration's first round trip.
+    with that iteration's first round trip.  ``rebind``: see :func:`insert_job`.
     """
     outbox = Outbox()
     try:
@@ -149,7 +172,7 @@ def store_submission(services: Services, rsl: str, sub: Any, rm: str | None,
                 session, name, rsl, sub, creds, services.clock.now(), outbox,
                 idempotency_key=idempotency_key, extra_env=extra_env,
                 run_as=granted.name if granted else None, owner=who,
-                coallocation=coallocation)
+                coallocation=coallocation, rebind=rebind)
             if within is not None:
                 within(session, job_id)
     except StorageUnavailable:
@@ -165,6 +188,27 @@ def store_submission(services: Services, rsl: str, sub: Any, rm: str | None,
     else:
         outbox.flush(services.redis, services.app)
     return job_id, contact, True
+
+
+def restart_job(services: Services, contact: str, rm: str,
+                identity: str | None) -> tuple[int, str]:
+    """GRAM's restart request (``&(restart=CONTACT)``): the job manager of that job takes
+    it up again.  A job's whole state is in SQL here, so a job of this RM restarted by
+    its owner (with a grid map) is simply taken up: (id, contact).  Anything else has
+    no state to restart from, as GRAM says when it finds no state file: a
+    JobRefusedError NO_STATE_FILE (someone else's job is not told apart from none)."""
+    try:
+        job_id, named = parse_contact(contact)
+        if named != rm:
+            raise NotFoundError(f"{contact} is not a job of {rm}")
+        with session_scope(services.sessions) as session:
+            row = repository.get_job(session, job_id)
+            _check_owner(services, row, rm, identity)
+            return row.id, row.contact
+    except (NotFoundError, Unauthorized):
+        raise JobRefusedError(f"cannot restart {contact}: {rm} has no state of that job "
+                              "(restart names a job of this resource manager by its "
+                              "contact)", code="NO_STATE_FILE") from None
 
 
 def _authorized(services: Services, session: Session, rm: str | None, identity: str | None,

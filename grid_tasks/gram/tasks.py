@@ -43,7 +43,7 @@ def launch(self: Any, *, rm: str, node: str, request: dict[str, Any],
     launch, or one whose token was superseded (rolled back, requeued), starts
     nothing.  Returns what happened, for logs and tests.
     """
-    return _launch_all(self.app, [LaunchRequest.from_dict(request)])[0]
+    return _launch_all(self.app, [LaunchRequest.from_dict(request)], self.request.hostname)[0]
 
 
 @shared_task(name=LAUNCH_BATCH, bind=True, ignore_result=True, **LAUNCH_CRITICAL)
@@ -55,11 +55,13 @@ def launch_batch(self: Any, *, rm: str, node: str, requests: list[dict[str, Any]
     redelivered batch starts only the parts not yet started.  Returns what happened
     to each part, in order.
     """
-    return _launch_all(self.app, [LaunchRequest.from_dict(r) for r in requests])
+    return _launch_all(self.app, [LaunchRequest.from_dict(r) for r in requests],
+                       self.request.hostname)
 
 
-def _launch_all(app: Any, reqs: list[Any]) -> list[str]:
-    """Claim every part in one Redis round trip, then start the claimed ones."""
+def _launch_all(app: Any, reqs: list[Any], hostname: str | None = None) -> list[str]:
+    """Claim every part in one Redis round trip, then start the claimed ones (shown in
+    Flower as tasks of worker ``hostname`` while they run: :mod:`grid_tasks.gram.monitor`)."""
     ctx = node_context(app)
     claimed_at = time.monotonic()  # the processes' renewal bound counts from here
     pipe = ctx.redis.pipeline(transaction=False)
@@ -74,6 +76,6 @@ def _launch_all(app: Any, reqs: list[Any]) -> list[str]:
             report_finished(ctx, req, Part({}, "cancelled by user", "USER_CANCELLED").to_json())
             outcomes.append("cancelled")
         else:
-            JobManager(req, ctx, claimed_at).launch()
+            JobManager(req, ctx, claimed_at, shown_by=hostname).launch()
             outcomes.append("launched")
     return outcomes

@@ -5,7 +5,7 @@ A worker is a node daemon when it knows its identity: the app setting
 variables ``GRID_TASKS_RM`` and ``GRID_TASKS_NODE`` (``grid-tasks worker`` sets
 them; plain ``celery -A grid_tasks.celery_app worker`` reads them too).  It then
 consumes its node queue, registers its resources (as configured in the
-topology, else detected) and refreshes a heartbeat key with a TTL from a
+topology; a node the topology lacks is refused before anything is registered) and refreshes a heartbeat key with a TTL from a
 thread.  A worker with only ``GRID_TASKS_RM`` is that RM's gatekeeper.  It also
 starts its watchdog process (:mod:`grid_tasks.node.watchdog`), which kills the jobs of
 a daemon that stopped renewing their leases (frozen, or cut off from Redis).
@@ -42,6 +42,8 @@ log = logging.getLogger(__name__)
 
 ENV_RM = "GRID_TASKS_RM"
 ENV_NODE = "GRID_TASKS_NODE"
+#: sysexits.h: a configuration error (what systemd and supervisors report as such)
+EX_CONFIG = 78
 
 
 def node_identity(app: Celery, environ: Any = None) -> tuple[str | None, str | None]:
@@ -62,6 +64,22 @@ def node_resources(settings: Settings, rm: str, node: str) -> tuple[dict[str, An
         log.warning("node %s/%s: %s; registering detected resources", rm, node, exc)
         return detect_resources(settings.state_dir if settings.state_dir.exists() else "/"), \
             "detected"
+
+
+def refuse_unknown_node(settings: Settings, rm: str, node: str) -> None:
+    """End a worker that would serve a node the topology does not have, before it
+    registers anything (a plain ``celery worker`` with a mistyped ``GRID_TASKS_NODE``
+    would otherwise log "ready" and leave a phantom node Down in every listing).
+
+    Exits with ``EX_CONFIG`` (78), the reason in the log."""
+    try:
+        load_topology(settings.topology_file).node(rm, node)
+    except GridTasksError as exc:
+        reason = (f"node daemon {rm}/{node} refused to start: {exc} "
+                  f"(topology {settings.topology_file}; set GRID_TASKS_RM/GRID_TASKS_NODE "
+                  "to a node it lists, or GRID_TASKS_TOPOLOGY to the grid's topology)")
+        log.critical("%s", reason)  # on stderr also before logging is set up
+        raise SystemExit(EX_CONFIG) from None
 
 
 class Heartbeat(threading.Thread):
@@ -122,6 +140,7 @@ class NodeDaemonStep(bootsteps.StartStopStep):
         self.heartbeat: Heartbeat | None = None
         queues = worker.app.amqp.queues
         if self.rm and self.node:
+            refuse_unknown_node(app_settings(worker.app), self.rm, self.node)
             wanted = node_queue(self.rm, self.node)
         elif self.rm:
             wanted = gatekeeper_queue(self.rm)

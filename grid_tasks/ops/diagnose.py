@@ -13,7 +13,7 @@ from grid_tasks.db import Job
 from grid_tasks.states import JobState
 
 from .common import Section, check_rm, finished_ids, resolve_job, section_of
-from .plan import load_plan
+from .plan import load_plan, priorities
 from .why import Reason, explain
 
 _LIVE = [s for s in JobState if not s.terminal]
@@ -36,11 +36,11 @@ class PriorityRow:
 def diagnose_priority(session: Session, rm: str, now: datetime, *,
                       registry: Any = None) -> list[PriorityRow]:
     """Every idle job of ``rm`` with its priority breakdown, highest priority first."""
-    plan = load_plan(session, rm, now, registry=registry, iterate=False)
-    ids = [int(p.job_id) for p in plan.priorities if p.job_id.isdigit()]
+    rows = [p for p in priorities(session, rm, now, registry=registry) if p.job_id.isdigit()]
+    ids = [int(p.job_id) for p in rows]
     users = dict(session.execute(select(Job.id, Job.user).where(Job.id.in_(ids))).all()) if ids else {}
     return [PriorityRow(int(p.job_id), users.get(int(p.job_id)), p.total, dict(p.components))
-            for p in plan.priorities if p.job_id.isdigit()]
+            for p in rows]
 
 
 @dataclass(frozen=True)

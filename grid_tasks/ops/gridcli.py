@@ -12,6 +12,8 @@ from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
 
+from rich.table import Table
+
 from grid_tasks.broker.gridres import (
     grid_start, parse_grid_spec, release_grid_reservations, set_grid_reservation,
     show_grid_reservations,
@@ -23,6 +25,7 @@ from grid_tasks.broker.live import Broker, new_job_key
 from grid_tasks.legion.collection import Requester
 from grid_tasks.ops.plan import parse_request
 from grid_tasks.ops.planning import request_kind
+from grid_tasks.ops.timefmt import format_duration, format_time
 from grid_tasks.rsl import lower
 from grid_tasks.rsl.lower import SubjobRequest
 
@@ -54,7 +57,31 @@ def showstart_grid(shell: Any, request: str, limit: int) -> tuple[dict[str, Any]
         report = grid_start(broker, _request_subjobs(request), now=now,
                             requester=Requester.current(), limit=limit)
     report["request"] = request
+    if report["kind"] == "single":
+        return report, _single_start_view(report)
     return report, grid_start_view(report)
+
+
+def _single_start_view(report: dict[str, Any]) -> Table:
+    """showstart of one request on every RM, in the layout and time format of
+    ``showstart -r RM`` (start in HH:MM:SS, start time), one row per RM: an RM the
+    request can never use says so."""
+    comp = report["components"][0]
+    table = Table(title=f"request {report['request']!r} requires {comp['procs']} procs for "
+                        f"{format_duration(comp['duration'])} on every RM "
+                        f"(best: {report['best'] or '-'})", title_justify="left")
+    for col in ("RM", "", "start in", "start time", "nodes", "answer"):
+        table.add_column(col)
+    for row in report["rms"]:
+        if not row["estimates"]:
+            table.add_row(row["rm"], "-", "-", "-", "-", row["answer"])
+        for i, est in enumerate(row["estimates"]):
+            table.add_row(row["rm"] if i == 0 else "", "Earliest start" if i == 0 else
+                          "Alternative", format_duration(est["start_in"]),
+                          format_time(datetime.fromisoformat(est["start"])),
+                          ", ".join(f"{n}:{k}" for n, k in est["allocation"].items()),
+                          row["answer"] if i == 0 else "")
+    return table
 
 
 def setres_grid(shell: Any, spec: str, *, name: str | None, start: datetime,
@@ -82,9 +109,17 @@ def releaseres_grid(shell: Any, names: Sequence[str]) -> tuple[list[dict[str, An
     """releaseres --grid NAME...: every part released on its RM, and the tokens."""
     with _broker(shell) as broker, shell.session() as session:
         out = release_grid_reservations(broker, session, names)
-    lines = []
-    for item in out:
-        where = ", ".join(f"{p['rm']}" + ("" if p["released"] else f" ({p['error'] or 'gone'})")
-                          for p in item["parts"])
-        lines.append(f"grid reservation '{item['name']}' released on {where}")
+    lines = [f"grid reservation '{item['name']}' released on {released_on(item['parts'])}"
+             for item in out]
     return out, "\n".join(lines)
+
+
+def released_on(parts: Sequence[dict[str, Any]]) -> str:
+    """``rmA, rmB``: each RM once, in the order of its first part (a reservation may hold
+    several parts on one RM), with the first problem of its parts when one had one."""
+    problems: dict[str, str | None] = {}
+    for part in parts:
+        problem = None if part["released"] else (part["error"] or "gone")
+        if problems.get(part["rm"]) is None:
+            problems[part["rm"]] = problem
+    return ", ".join(rm + (f" ({problem})" if problem else "") for rm, problem in problems.items())

@@ -23,6 +23,7 @@ from grid_tasks.states import JobState
 from .common import Section, finished_ids, resolve_job, section_of, state_word
 from .queue import Entries
 from .timefmt import iso, json_seconds
+from .plan import priority_of
 from .why import Reason, explain
 
 
@@ -40,7 +41,9 @@ class JobReport:
     procs: int
     tasks: int
     walltime: float | None
-    priority: int
+    #: the scheduler's priority of a waiting job (as ``diagnose -p``); None when the job
+    #: is not in its RM's idle queue or no plan was loaded (``--no-plan``)
+    priority: float | None
     times: dict[str, datetime | None]
     nodes: dict[str, int]
     reservations: list[dict[str, Any]]
@@ -59,7 +62,8 @@ class JobReport:
             "job_id": self.job_id, "contact": self.contact, "rm": self.rm,
             "section": self.section.value, "state": self.state, "gram_state": self.gram_state,
             "credentials": self.credentials, "procs": self.procs, "tasks": self.tasks,
-            "walltime": json_seconds(self.walltime), "priority": self.priority,
+            "walltime": json_seconds(self.walltime),
+            "priority": None if self.priority is None else round(self.priority, 4),
             "times": {k: iso(v) for k, v in self.times.items()}, "nodes": self.nodes,
             "reservations": self.reservations, "exit_code": self.exit_code,
             "gram_error": self.gram_error, "gram_error_code": self.gram_error_code,
@@ -106,7 +110,8 @@ def check_job(session: Session, ident: str | int, now: datetime,
         credentials={"owner": job.owner, "user": job.user, "group": job.group,
                      "account": job.account, "class": job.job_class, "qos": job.qos},
         procs=job.procs, tasks=job.tasks,
-        walltime=float(job.walltime) if job.walltime else None, priority=job.priority,
+        walltime=float(job.walltime) if job.walltime else None,
+        priority=priority_of(plan.priorities).get(job.id) if plan is not None else None,
         times={"submit": job.submit_time, "start": job.start_time, "end": job.end_time},
         nodes=dict(job.nodes_allocated or {}),
         reservations=[reservation_summary(r) for r in job_reservations(session, job)],
@@ -177,11 +182,21 @@ class Canceller(Protocol):
 
     def cancel(self, job_id: int, *, rm: str | None = None) -> Any: ...
 
+    def status(self, job_id: int, *, rm: str | None = None) -> Any: ...
 
-def cancel_jobs(session: Session, grid: Canceller, idents: Iterable[str]) -> list[dict[str, Any]]:
+
+#: How long canceljob waits for a running job's kill to end it (seconds): GRAM's
+#: cancel returns at once, the processes die on their nodes a moment later.
+CANCEL_SETTLE_S = 5.0
+
+
+def cancel_jobs(session: Session, grid: Canceller, idents: Iterable[str], *,
+                settle: float = CANCEL_SETTLE_S) -> list[dict[str, Any]]:
     """canceljob: check every job first (unknown or finished: refused, nothing cancelled),
-    then cancel each through the Grid API; returns ``{job_id, previous_state, state}``
-    for each (``state`` as the Grid API reports it after the cancel)."""
+    then cancel each through the Grid API; returns ``{job_id, previous_state, state,
+    settled}`` for each.  A running job is killed on its nodes after the answer, so its
+    state is asked again for up to ``settle`` s: ``state`` is the one the cancel led to
+    (FAILED) and ``settled`` False says the kill was still under way."""
     jobs = []
     for ident in idents:
         job = resolve_job(session, ident)
@@ -192,11 +207,22 @@ def cancel_jobs(session: Session, grid: Canceller, idents: Iterable[str]) -> lis
     session.rollback()  # release the read transaction before the Grid API writes
     out = []
     for job in jobs:
-        status = _cancel_retrying(grid, job.id, job.rm)
-        state = getattr(status, "state", None)
+        state = _settled(grid, job.id, job.rm, _cancel_retrying(grid, job.id, job.rm), settle)
         out.append({"job_id": job.id, "previous_state": JobState(job.state).value,
-                    "state": getattr(state, "value", state)})
+                    "state": getattr(state, "value", state),
+                    "settled": state is not None and JobState(state).terminal})
     return out
+
+
+def _settled(grid: Canceller, job_id: int, rm: str, status: Any, settle: float) -> Any:
+    """The job's state once it ends, or its last state after ``settle`` seconds (None
+    when the Grid API told none)."""
+    state = getattr(status, "state", None)
+    deadline = time.monotonic() + settle
+    while state is not None and not JobState(state).terminal and time.monotonic() < deadline:
+        time.sleep(0.1)
+        state = getattr(grid.status(job_id, rm=rm), "state", None)
+    return state
 
 
 #: canceljob's ``state`` of a cancel the gatekeeper took while the database was away.
@@ -215,6 +241,7 @@ def cancel_unchecked(grid: Canceller, idents: Iterable[str]) -> list[dict[str, A
         status = grid.cancel(job_id, rm=rm)
         state = getattr(status, "state", None)
         out.append({"job_id": job_id, "previous_state": "unknown (database away)",
-                    "state": state.value if state is not None else ACCEPTED})
+                    "state": state.value if state is not None else ACCEPTED,
+                    "settled": False})
     return out
 

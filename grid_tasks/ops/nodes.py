@@ -56,10 +56,21 @@ def find_node(session: Session, name: str, rm: str | None = None) -> Node:
         stmt = stmt.where(Node.rm == rm)
     found = list(session.scalars(stmt))
     if not found:
-        known = ", ".join(session.scalars(select(Node.name).order_by(Node.name)))
-        where = f" in resource manager {rm!r}" if rm else ""
-        raise NotFoundError(f"unknown node {name!r}{where} (known: {known or 'none'})")
+        raise NotFoundError(_unknown_node(session, name, rm))
     return found[0]
+
+
+def _unknown_node(session: Session, name: str, rm: str | None) -> str:
+    """Why ``name`` was not found: the nodes known (of ``rm`` only, when given), and the
+    RM that does hold the node when the wrong one was named."""
+    names = select(Node.name).order_by(Node.name)
+    known = ", ".join(session.scalars(names.where(Node.rm == rm) if rm else names))
+    if rm is None:
+        return f"unknown node {name!r} (known: {known or 'none'})"
+    elsewhere = session.scalar(select(Node.rm).where(Node.name == name))
+    hint = f"; it is in {elsewhere!r}" if elsewhere else ""
+    return f"unknown node {name!r} in resource manager {rm!r} ({rm}'s nodes: " \
+           f"{known or 'none'}{hint})"
 
 
 def reservation_procs(res: Reservation, node: str) -> int:

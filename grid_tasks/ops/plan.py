@@ -10,7 +10,12 @@ question: a ``PROCS@DURATION`` request or a single-job RSL.
 
 from __future__ import annotations
 
-from grid_tasks.maui import Job
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from grid_tasks.maui import Job, PriorityBreakdown
 from grid_tasks.rsl import lower
 # re-exported: the operator commands' plan is the RM's own
 from grid_tasks.scheduling.plan import Plan, core_view, load_plan, load_scheduler  # noqa: F401
@@ -19,6 +24,19 @@ from .timefmt import OpsError, TimeFormatError, parse_duration
 
 #: Walltime of a showstart request given without one (Maui's default is one hour too).
 DEFAULT_WALLTIME = 3600.0
+
+
+def priorities(session: Session, rm: str, now: datetime, *,
+               registry: Any = None) -> list[PriorityBreakdown]:
+    """Every idle job of ``rm`` with the priority its scheduler gives it at ``now``,
+    highest first: the one source of the priority ``diagnose -p``, ``checkjob`` and
+    ``showq`` show (the SQL column is only its SYSTEM part)."""
+    return load_plan(session, rm, now, registry=registry, iterate=False).priorities
+
+
+def priority_of(breakdowns: list[PriorityBreakdown]) -> dict[int, float]:
+    """Job id -> total priority of :func:`priorities`' rows (GRAM jobs only)."""
+    return {int(p.job_id): p.total for p in breakdowns if p.job_id.isdigit()}
 
 
 def parse_request(text: str, *, option: str = "request") -> Job:

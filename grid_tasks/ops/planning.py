@@ -72,7 +72,20 @@ def show_start(session: Session, what: str, now: datetime, *, rm: str | None = N
         raise OpsError("showstart: give -r RM for a resource request")
     core = parse_request(what) if kind == "procs" else rsl_request(what)
     plan = load_plan(session, rm, now, registry=registry)
+    _check_fits(plan, what, core)
     return _report(plan, what, core, _estimates(plan, core, limit))
+
+
+def _check_fits(plan: Plan, what: str, core: Job) -> None:
+    """A request larger than the RM's configured nodes can ever hold is an error naming
+    the RM's size (an empty answer would read as "no start yet")."""
+    nodes = list(plan.scheduler.engine.nodes.values())
+    procs = sum(n.procs for n in nodes)
+    size = (f"{plan.rm} has {procs} processors on {len(nodes)} node"
+            f"{'s' if len(nodes) != 1 else ''}")
+    if core.procs > procs:
+        raise OpsError(f"showstart: {what!r} can never run on {plan.rm}: it asks for "
+                       f"{core.procs} processors and {size}")
 
 
 def _estimates(plan: Plan, core: Job, limit: int) -> list[StartRow]:

@@ -19,6 +19,7 @@ from grid_tasks.errors import GridTasksError
 from grid_tasks.states import JobState
 
 from .common import Section, check_rm, finished_ids, section_of, state_word
+from .plan import priorities, priority_of
 from .timefmt import iso
 
 _LIVE = [s for s in JobState if not s.terminal]
@@ -38,13 +39,15 @@ class QueueRow:
     remaining: float | None  # active jobs: walltime left
     start_time: datetime | None
     submit_time: datetime | None
-    priority: int
+    #: idle jobs: the scheduler's priority (as ``diagnose -p``); None for the others
+    priority: float | None
 
     def to_dict(self) -> dict[str, Any]:
         return {"job_id": self.job_id, "rm": self.rm, "user": self.user, "state": self.state,
                 "gram_state": self.gram_state, "procs": self.procs, "walltime": self.walltime,
                 "remaining": self.remaining, "start_time": iso(self.start_time),
-                "submit_time": iso(self.submit_time), "priority": self.priority}
+                "submit_time": iso(self.submit_time),
+                "priority": None if self.priority is None else round(self.priority, 4)}
 
 
 @dataclass
@@ -92,14 +95,14 @@ class Queue:
         }
 
 
-def _row(job: Job, section: Section, now: datetime) -> QueueRow:
+def _row(job: Job, section: Section, now: datetime, priority: float | None) -> QueueRow:
     state = state_word(job, section)
     remaining = None
     if section is Section.ACTIVE and job.walltime and job.start_time is not None:
         remaining = job.walltime - (now - job.start_time).total_seconds()
     return QueueRow(job.id, job.rm, job.user, state, JobState(job.state).value, job.procs,
                     float(job.walltime) if job.walltime else None, remaining, job.start_time,
-                    job.submit_time, job.priority)
+                    job.submit_time, priority)
 
 
 #: Barrier entries of one coallocated job: subjob address -> the coordination store's
@@ -152,9 +155,11 @@ def build_queue(session: Session, rm: str | None, now: datetime,
     done = finished_ids(session, {d for j in jobs for d in (j.dependencies or [])})
     queue = Queue(rm, now)
     busy: set[str] = set()
-    for job in jobs:
-        section = section_of(job, done)
-        getattr(queue, section.value).append(_row(job, section, now))
+    sections = [(job, section_of(job, done)) for job in jobs]
+    prio = _idle_priorities(session, {str(j.rm) for j, s in sections if s is Section.IDLE}, now)
+    for job, section in sections:
+        priority = prio.get(job.id) if section is Section.IDLE else None
+        getattr(queue, section.value).append(_row(job, section, now, priority))
         if section is Section.ACTIVE:
             busy.update(job.nodes_allocated or {})
     nodes = list(session.scalars(nodes_stmt))
@@ -163,10 +168,19 @@ def build_queue(session: Session, rm: str | None, now: datetime,
     queue.nodes_active = len(busy & {n.name for n in nodes})
     inf = float("inf")
     queue.active.sort(key=lambda r: (inf if r.remaining is None else r.remaining, r.job_id))
-    queue.idle.sort(key=lambda r: (-r.priority, _ts(r.submit_time), r.job_id))
+    queue.idle.sort(key=lambda r: (-(r.priority or 0.0), _ts(r.submit_time), r.job_id))
     queue.blocked.sort(key=lambda r: (_ts(r.submit_time), r.job_id))
     queue.coallocations = live_coallocations(session, rm, entries)
     return queue
+
+
+def _idle_priorities(session: Session, rms: set[str], now: datetime) -> dict[int, float]:
+    """The scheduler's priority of every idle job of ``rms``: the numbers ``diagnose -p``
+    shows, from the same loaded scheduler (node liveness plays no part in them)."""
+    out: dict[int, float] = {}
+    for name in sorted(rms):
+        out.update(priority_of(priorities(session, name, now)))
+    return out
 
 
 def _ts(value: datetime | None) -> float:

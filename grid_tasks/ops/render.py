@@ -120,7 +120,7 @@ def job_view(r: JobReport) -> Group:
             ("RM", r.rm or "-"), ("Creds", creds or "-"),
             ("WallTime", f"limit {format_duration(r.walltime)}"),
             ("Procs", f"{r.procs} ({r.tasks} task{'s' if r.tasks != 1 else ''})"),
-            ("Priority", str(r.priority)),
+            ("Priority", "-" if r.priority is None else f"{r.priority:g}"),
             ("SubmitTime", format_time(r.times["submit"])),
             ("StartTime", format_time(r.times["start"])), ("EndTime", format_time(r.times["end"])),
             ("Allocated Nodes", ", ".join(f"{n}:{k}" for n, k in r.nodes.items()) or "-"),

@@ -73,9 +73,8 @@ def history_view(h: History) -> Group:
     return Group(table, Text(f"processors configured: {capacity}"))
 
 
-def plot_history(h: History, path: Path) -> Path:
-    """``--plot FILE.png``: processor-hours per period (stacked per key when grouped)
-    and utilization (per RM with ``--by-rm``); matplotlib's Agg backend, no display."""
+def _pyplot() -> Any:
+    """matplotlib's pyplot on the Agg backend (no display); an optional dependency."""
     try:
         import matplotlib
 
@@ -83,44 +82,89 @@ def plot_history(h: History, path: Path) -> Path:
         from matplotlib import pyplot as plt
     except ImportError as exc:  # an optional dependency: say what to install
         raise OpsError(f"--plot needs matplotlib ({exc}); pip install matplotlib") from None
-    labels = [p.start.strftime("%Y-%m" if h.period == "month" else "%m-%d") for p in h.periods]
-    fig, (top, bottom) = plt.subplots(2, 1, figsize=(max(6.0, 0.6 * len(labels) + 3), 7),
-                                      sharex=True)
+    return plt
+
+
+def plot_format(path: Path) -> str:
+    """The image format FILE's extension asks for (png, svg, pdf...), checked before any
+    work so that ``--plot x.txt`` is refused instead of writing a PNG into a text file."""
+    _pyplot()
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    formats = FigureCanvasAgg.get_supported_filetypes()
+    ext = path.suffix.lower().lstrip(".")
+    if ext not in formats:
+        got = f"extension .{ext}" if ext else "no extension"
+        raise OpsError(f"--plot {path}: {got}; the file's extension chooses the image format, "
+                       f"one of {', '.join(sorted(formats))}")
+    return ext
+
+
+def plot_history(h: History, path: Path) -> Path:
+    """``--plot FILE``: processor-hours per period (stacked per key when grouped) and
+    utilization (per RM with ``--by-rm``), in the format FILE's extension names."""
+    fmt = plot_format(path)
+    plt = _pyplot()
+    fig = history_figure(h)
     try:
-        _bars(top, h, labels)
-        _utilization(bottom, h, labels)
-        fig.suptitle(f"grid_tasks statistics per {h.period}" + (f" ({h.rm})" if h.rm else ""))
-        fig.tight_layout()
-        fig.savefig(path, format="png")
+        fig.savefig(path, format=fmt, bbox_inches="tight")
     finally:
         plt.close(fig)
     return path
 
 
-def _bars(ax: Any, h: History, labels: list[str]) -> None:
+def history_figure(h: History) -> Any:
+    """The two panels of :func:`plot_history`; a series keeps its colour in both, and
+    legends sit outside the axes so that they never cover a bar or a curve."""
+    plt = _pyplot()
+    labels = [p.start.strftime("%Y-%m" if h.period == "month" else "%m-%d") for p in h.periods]
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(max(6.0, 0.6 * len(labels) + 4), 7),
+                                      sharex=True)
+    colours = _colours(h, plt.rcParams["axes.prop_cycle"].by_key()["color"])
+    _bars(top, h, labels, colours)
+    _utilization(bottom, h, labels, colours)
+    fig.suptitle(f"grid_tasks statistics per {h.period}" + (f" ({h.rm})" if h.rm else ""))
+    fig.tight_layout()
+    return fig
+
+
+#: The colour of the whole-grid series ("total" bars, "all" utilization).
+TOTAL_COLOUR = "#444444"
+
+
+def _colours(h: History, cycle: list[str]) -> dict[str, str]:
+    """One colour per series name, the same in both panels."""
+    names = sorted({str(r.key or "-") for p in h.periods for r in p.rows} | set(h.capacity))
+    colours = {name: cycle[i % len(cycle)] for i, name in enumerate(names)}
+    return {**colours, "total": TOTAL_COLOUR, "all": TOTAL_COLOUR}
+
+
+def _bars(ax: Any, h: History, labels: list[str], colours: dict[str, str]) -> None:
     x = range(len(labels))
     keys = sorted({r.key for p in h.periods for r in p.rows}, key=lambda k: str(k))
     if not keys:
-        ax.bar(x, [p.total.proc_hours for p in h.periods], label="total")
+        ax.bar(x, [p.total.proc_hours for p in h.periods], label="total",
+               color=colours["total"])
     bottom = [0.0] * len(labels)
     for key in keys:
         values = [next((r.proc_hours for r in p.rows if r.key == key), 0.0) for p in h.periods]
-        ax.bar(x, values, bottom=bottom, label=str(key or "-"))
+        name = str(key or "-")
+        ax.bar(x, values, bottom=bottom, label=name, color=colours[name])
         bottom = [b + v for b, v in zip(bottom, values)]
     ax.set_ylabel("processor-hours")
-    ax.legend(fontsize="small", loc="upper left")
+    ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0))
 
 
-def _utilization(ax: Any, h: History, labels: list[str]) -> None:
+def _utilization(ax: Any, h: History, labels: list[str], colours: dict[str, str]) -> None:
     x = list(range(len(labels)))
     series: dict[str, list[float]] = {"all": [p.utilization.get(None) or 0.0 for p in h.periods]}
     if h.by == "rm":
         for rm in sorted(h.capacity):
             series[rm] = [p.utilization.get(rm) or 0.0 for p in h.periods]
     for name, values in series.items():
-        ax.plot(x, values, marker="o", label=name)
+        ax.plot(x, values, marker="o", label=name, color=colours[name])
     ax.set_ylabel("utilization %")
     ax.set_ylim(bottom=0)
     ax.set_xticks(x)
     ax.set_xticklabels(labels, rotation=45, ha="right")
-    ax.legend(fontsize="small", loc="upper left")
+    ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0))

@@ -38,9 +38,13 @@ class Reason:
     kind: str
     message: str
     at: datetime | None = None  # an expected start, when the reason carries one
+    #: what the expected start waits on: running jobs, other jobs' reservations and
+    #: administrative reservations holding the same nodes until then
+    blocking: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind, "message": self.message, "at": iso(self.at)}
+        return {"kind": self.kind, "message": self.message, "at": iso(self.at),
+                "blocking": list(self.blocking)}
 
 
 def explain(session: Session, job: Job, now: datetime, plan: Any | None = None) -> list[Reason]:
@@ -116,11 +120,13 @@ def _scheduler_reasons(plan: Any, job: Job, now: datetime) -> list[Reason]:
         out.append(Reason("resources", "no start time found for its resources"))
     elif estimates[0].time > epoch(now) + 0.5:
         at = from_epoch(estimates[0].time)
-        nodes = ", ".join(f"{n}:{k}" for n, k in sorted(estimates[0].allocation.items()))
+        alloc = estimates[0].allocation
+        nodes = ", ".join(f"{n}:{k}" for n, k in sorted(alloc.items()))
+        blocking = blockers(sched, core, set(alloc), estimates[0].time, epoch(now))
         out.append(Reason("resources", f"not enough free resources before higher-priority "
                                        f"work; earliest start in "
                                        f"{format_duration(estimates[0].time - epoch(now))} "
-                                       f"on {nodes}", at))
+                                       f"on {nodes}{_waits_on(blocking)}", at, blocking))
     elif not out:
         out.append(Reason("policy", "its resources are free now but the iteration would not "
                                     "start it: a higher-priority job is waiting and the "
@@ -152,7 +158,41 @@ def _reservation_reasons(scheduler: Any, core: Any, now: datetime) -> list[Reaso
     for res in scheduler.reservations():
         if res.kind is ReservationKind.JOB and res.job_id == core.id:
             nodes = ", ".join(f"{n}:{k}" for n, k in sorted(res.allocation.items()))
+            blocking = blockers(scheduler, core, set(res.allocation), res.start, epoch(now))
             return [Reason("reservation", f"reserved to start in "
-                                          f"{format_duration(res.start - epoch(now))} on {nodes}",
-                           from_epoch(res.start))]
+                                          f"{format_duration(res.start - epoch(now))} on {nodes}"
+                                          f"{_waits_on(blocking)}",
+                           from_epoch(res.start), blocking)]
     return []
+
+
+def blockers(scheduler: Any, core: Any, nodes: set[str], start: float,
+             now: float) -> tuple[str, ...]:
+    """What holds ``nodes`` between ``now`` and the job's expected ``start``, latest end
+    first: running jobs, other jobs' reservations and reservations whose ACL does not
+    admit the job.  These are why the start is not earlier."""
+    found = []
+    for res in scheduler.reservations():
+        if res.job_id == core.id or res.start >= start or res.end <= now:
+            continue
+        if not nodes & (set(res.allocation) | set(res.nodes)):
+            continue
+        if res.kind is ReservationKind.ADMIN and res.acl.admits(core):
+            continue
+        found.append((res.end, _describe(res, now)))
+    found.sort(key=lambda item: -item[0])
+    return tuple(text for _, text in found)
+
+
+def _describe(res: Any, now: float) -> str:
+    ends = ("with no end" if res.end == float("inf")
+            else f"ends in {format_duration(res.end - now)}")
+    if res.kind is ReservationKind.RUNNING:
+        return f"job {res.job_id} (running, {ends})"
+    if res.kind is ReservationKind.JOB:
+        return f"job {res.job_id} (reserved, {ends})"
+    return f"reservation {res.name} ({ends})"
+
+
+def _waits_on(blocking: tuple[str, ...]) -> str:
+    return f"; waits for {', '.join(blocking)}" if blocking else ""

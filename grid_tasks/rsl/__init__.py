@@ -25,7 +25,13 @@ from grid_tasks.rsl.ast import (
     canonical_attribute,
 )
 from grid_tasks.rsl.errors import GramError, RSLError
-from grid_tasks.rsl.evaluate import DEFAULT_MAX_SUBSTITUTION, STANDARD_VARIABLES, evaluate
+from grid_tasks.rsl.evaluate import (
+    DEFAULT_MAX_SUBSTITUTION,
+    JOB_MANAGER_VARIABLES,
+    STANDARD_VARIABLES,
+    deferred_variables,
+    evaluate,
+)
 from grid_tasks.rsl.lower import SubjobRequest, lower
 from grid_tasks.rsl.parser import parse
 from grid_tasks.rsl.unparse import unparse
@@ -37,6 +43,7 @@ __all__ = [
     "BoolOp",
     "Concat",
     "GramError",
+    "JOB_MANAGER_VARIABLES",
     "Literal",
     "RSLError",
     "RelOp",
@@ -48,6 +55,7 @@ __all__ = [
     "Value",
     "Variable",
     "canonical_attribute",
+    "deferred_variables",
     "evaluate",
     "lower",
     "parse",

@@ -7,7 +7,15 @@ a definition may use the ones before it (and any outer or caller-supplied
 variable).  A relation only sees definitions that precede it.  Caller
 variables (the standard GRAM set: HOME, LOGNAME, GLOBUS_LOCATION, ...) form
 the outermost scope.  Names are case-sensitive.  A reference to an undefined
-name without a default fails with ``RSL_EVALUATION_FAILED``.
+name fails with ``RSL_EVALUATION_FAILED``, and so does a reference with a
+default value (``$(NAME default)``): the grammar reads it, GRAM's evaluator
+refuses it.
+
+Some variables only the job manager knows (:data:`JOB_MANAGER_VARIABLES`: the
+mapped account's HOME and LOGNAME, the job's contact...): they are evaluated
+where the gatekeeper maps the submitter.  A check made before that (the client,
+``rsl check``) passes :func:`deferred_variables`, stand-ins that keep them
+defined, so that check and submission agree.
 
 Output is bounded, because a few hundred bytes of definitions that each double
 the one before would otherwise make gigabytes.  One evaluation has a budget of
@@ -49,7 +57,28 @@ STANDARD_VARIABLES = (
     "SCRATCH_DIRECTORY",
 )
 
+#: The variables a job manager defines from the job and the account it maps the
+#: submitter to (GRAM's job manager request: HOME and LOGNAME of that account, the
+#: job's contact, the gatekeeper's host, port and subject, the job's cached output).
+JOB_MANAGER_VARIABLES = (
+    "HOME",
+    "LOGNAME",
+    "GLOBUS_GRAM_JOB_CONTACT",
+    "GLOBUS_GATEKEEPER_HOST",
+    "GLOBUS_GATEKEEPER_PORT",
+    "GLOBUS_GATEKEEPER_SUBJECT",
+    "GLOBUS_CACHED_STDOUT",
+    "GLOBUS_CACHED_STDERR",
+)
+
 Scope = MutableMapping[str, str]
+
+
+def deferred_variables(names: tuple[str, ...] = JOB_MANAGER_VARIABLES) -> dict[str, str]:
+    """Stand-ins for variables only the job manager defines: each is the text
+    ``$(NAME)``, so a check before submission finds it defined and shows where its
+    value will go."""
+    return {name: f"$({name})" for name in names}
 
 
 def _fail(message: str, node: Value | Relation, key: str | None = None) -> RSLError:
@@ -93,11 +122,13 @@ def _string(value: Value, scope: Scope, budget: _Budget) -> str:
     if isinstance(value, Literal):
         return value.value
     if isinstance(value, Variable):
+        if value.default is not None:
+            raise _fail(f"$({value.name} ...) has a default value, which GRAM does not "
+                        f"evaluate: define {value.name} with rsl_substitution instead",
+                        value, key=value.name)
         found = scope.get(value.name)
         if found is not None:
             return found
-        if value.default is not None:
-            return _string(value.default, scope, budget)
         raise _fail(f"undefined RSL variable $({value.name})", value, key=value.name)
     if isinstance(value, Concat):
         parts = []

@@ -37,6 +37,7 @@ _TYPED = frozenset(
         "subjobstarttype",
         "subjobcommstype",
         "requirements",
+        "restart",
         SUBSTITUTION_KEY,
     }
 )
@@ -50,7 +51,9 @@ class SubjobRequest:
     RSL ``max_time`` (wall or CPU time, the scheduler's choice).  ``stdout``
     and ``stderr`` give the first destination when several are listed.
     ``relations`` holds the relations not turned into a field, verbatim
-    (evaluated); ``gram_relations`` everything GRAM must see.
+    (evaluated); ``gram_relations`` everything GRAM must see.  ``restart`` is the
+    contact a restart request names (its executable is then empty: the job's is
+    the one it was submitted with).
     """
 
     index: int
@@ -76,6 +79,7 @@ class SubjobRequest:
     start_type: SubjobStartType = SubjobStartType.STRICT_BARRIER
     comms_type: SubjobCommsType = SubjobCommsType.BLOCKING_JOIN
     requirements: str | None = None
+    restart: str | None = None
     relations: tuple[Relation, ...] = ()
     gram_relations: tuple[Relation, ...] = ()
 
@@ -110,7 +114,7 @@ def _subjob(index: int, job: CheckedJob) -> SubjobRequest:
     v = job.values
     return SubjobRequest(
         index=index,
-        executable=v["executable"],
+        executable=v.get("executable", ""),
         rm_contact=v.get("resourcemanagercontact"),
         label=v.get("label"),
         count=v.get("count", 1),
@@ -132,6 +136,7 @@ def _subjob(index: int, job: CheckedJob) -> SubjobRequest:
         start_type=SubjobStartType(v.get("subjobstarttype", SubjobStartType.STRICT_BARRIER.value)),
         comms_type=SubjobCommsType(v.get("subjobcommstype", SubjobCommsType.BLOCKING_JOIN.value)),
         requirements=v.get("requirements"),
+        restart=v.get("restart"),
         relations=tuple(r for r in job.relations if r.key not in _TYPED),
         gram_relations=tuple(
             r for r in job.relations if job.rules[r.key].forwarded and r.key != SUBSTITUTION_KEY

@@ -14,7 +14,7 @@ from typing import Any
 from celery import shared_task
 from celery.signals import beat_init
 
-from grid_tasks.celery_app import readable, register_periodic
+from grid_tasks.celery_app import HOUSEKEEPING, readable, register_periodic
 from grid_tasks.effects import ITERATE
 from grid_tasks.errors import GridTasksError
 from grid_tasks.maui.cfg import load_maui_config
@@ -33,7 +33,7 @@ DEFAULT_POLL_S = 30.0
 register_periodic(ITERATE, DEFAULT_POLL_S)
 
 
-@shared_task(name=ITERATE, bind=True, ignore_result=True)
+@shared_task(name=ITERATE, bind=True, ignore_result=True, **HOUSEKEEPING)
 def iterate(self: Any, *, rm: str) -> int:
     """Run ``rm``'s iteration until no trigger is pending; returns how many ran."""
     return iterate_here(services_for(self.app), rm)
@@ -42,7 +42,7 @@ def iterate(self: Any, *, rm: str) -> int:
 WATCH_NODES = "grid_tasks.scheduling.tasks.watch_nodes"
 
 
-@shared_task(name=WATCH_NODES, bind=True, ignore_result=True)
+@shared_task(name=WATCH_NODES, bind=True, ignore_result=True, **HOUSEKEEPING)
 def watch_nodes(self: Any, *, rm: str) -> list[str]:
     """Trigger ``rm``'s iteration when one of its nodes changed state, above all when a
     silent node's heartbeat expired (Unknown): beat runs it every heartbeat TTL."""

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from grid_tasks.sim.grid import PolicyRun
-from grid_tasks.sim.plots import DAY, _save, plt, utilization_series
+from grid_tasks.sim.plots import DAY, OUTSIDE, _save, plt, utilization_series
 
 __all__ = ["plot_grid_utilization", "plot_grid_waits", "write_grid_plots"]
 
@@ -29,7 +29,7 @@ def plot_grid_utilization(runs: Sequence[PolicyRun], path: Path) -> Path:
     ax.set_ylabel("utilization of the grid")
     ax.set_ylim(0, 1.05)
     ax.grid(alpha=0.3)
-    ax.legend(loc="upper right", fontsize="small")
+    ax.legend(**OUTSIDE)
     ax.set_title("Grid utilization over time, per metascheduling policy")
     return _save(fig, path)
 
@@ -56,7 +56,7 @@ def plot_grid_waits(runs: Sequence[PolicyRun], path: Path) -> Path:
         ax.set_title(run.policy)
         ax.set_ylim(0, 1.01)
         ax.grid(alpha=0.3, which="both")
-        ax.legend(loc="lower right", fontsize="small")
+        ax.legend(loc="best", fontsize="small")
     axes[0][0].set_ylabel("fraction of jobs")
     fig.suptitle("Wait-time CDF, local vs grid jobs")
     return _save(fig, path)

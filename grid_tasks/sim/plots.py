@@ -5,7 +5,10 @@
 * :func:`plot_gantt`: a window of the schedule, one row per job (wait drawn
   light, run solid, killed jobs red), with the reservations the core held
   during the window shaded (job reservations hatched on their job's row,
-  administrative ones as grey bands).
+  administrative ones as grey bands), and the processors busy below.
+
+Times are in days since the trace's start in every plot; legends sit outside the
+axes so that they never cover a curve.
 """
 
 from __future__ import annotations
@@ -19,14 +22,18 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
+from matplotlib.patches import Patch  # noqa: E402
 
 from grid_tasks.errors import GridTasksError  # noqa: E402
 from grid_tasks.sim.conventions import SimJob  # noqa: E402
 
 __all__ = ["PlotError", "utilization_series", "plot_utilization", "plot_wait_cdf",
-           "plot_gantt", "DAY"]
+           "plot_gantt", "gantt_figure", "busy_steps", "DAY", "OUTSIDE"]
 
 DAY = 86400.0
+#: Legend placement: outside the axes, on their right, so that it covers no curve.
+OUTSIDE: dict[str, Any] = {"loc": "upper left", "bbox_to_anchor": (1.01, 1.0),
+                           "fontsize": "small"}
 
 
 class PlotError(GridTasksError):
@@ -83,7 +90,7 @@ def plot_utilization(runs: Sequence[tuple[str, Sequence[SimJob], int]], path: Pa
     ax.set_ylabel("utilization")
     ax.set_ylim(0, 1.05)
     ax.grid(alpha=0.3)
-    ax.legend(loc="lower right")
+    ax.legend(**OUTSIDE)
     ax.set_title(_title("Utilization over time", basis))
     return _save(fig, path)
 
@@ -109,39 +116,91 @@ def plot_wait_cdf(runs: Sequence[tuple[str, Sequence[SimJob]]], path: Path, *,
     ax.set_ylabel("fraction of jobs")
     ax.set_ylim(0, 1.01)
     ax.grid(alpha=0.3, which="both")
-    ax.legend(loc="lower right")
+    ax.legend(**OUTSIDE)
     ax.set_title(_title("Wait-time CDF", basis))
     return _save(fig, path)
 
 
 def plot_gantt(jobs: Sequence[SimJob], window: tuple[float, float], path: Path, *,
                reservations: Sequence[Any] = (), title: str = "Schedule",
-               max_rows: int = 150) -> Path:
-    """Jobs overlapping ``window`` (waiting or running) as rows, reservations shaded."""
+               max_rows: int = 150, procs: int | None = None) -> Path:
+    """Jobs overlapping ``window`` (waiting or running) as rows, reservations shaded, and
+    below them the processors busy (against the machine's ``procs`` when given)."""
+    return _save(gantt_figure(jobs, window, reservations=reservations, title=title,
+                              max_rows=max_rows, procs=procs), path)
+
+
+#: Colours of the Gantt chart: waiting, running, killed, reservation edge.
+GANTT_COLOURS = {"waiting": "#d0d8e8", "running": "#2e6fb7", "killed": "#c0392b",
+                 "reservation": "#e67e22"}
+
+
+def gantt_figure(jobs: Sequence[SimJob], window: tuple[float, float], *,
+                 reservations: Sequence[Any] = (), title: str = "Schedule",
+                 max_rows: int = 150, procs: int | None = None) -> Any:
+    """The figure of :func:`plot_gantt`; times in days since the trace's start, as the
+    utilization plot reads them."""
     lo, hi = window
     if not hi > lo:
         raise PlotError(f"empty Gantt window [{lo}, {hi}]")
     shown = sorted((j for j in jobs if j.end >= 0 and j.submit < hi and j.end > lo),
                    key=lambda j: (j.start, j.submit))[:max_rows]
+    fig, (ax, busy) = plt.subplots(
+        2, 1, sharex=True, gridspec_kw={"height_ratios": [3, 1]},
+        figsize=(11, max(4.5, 0.12 * len(shown) + 3.0)))
+    _gantt_rows(ax, shown, reservations, lo, hi)
+    _busy_panel(busy, jobs, lo, hi, procs)
+    ax.set_title(f"{title}: days {lo / DAY:,.2f} to {hi / DAY:,.2f}")
+    return fig
+
+
+def _gantt_rows(ax: Any, shown: Sequence[SimJob], reservations: Sequence[Any],
+                lo: float, hi: float) -> None:
     row = {j.id: i for i, j in enumerate(shown)}
-    fig, ax = plt.subplots(figsize=(11, max(3.0, 0.12 * len(shown) + 1.5)))
     for i, job in enumerate(shown):
-        ax.barh(i, job.start - job.submit, left=job.submit, height=0.8, color="#d0d8e8")
-        ax.barh(i, job.end - job.start, left=job.start, height=0.8,
-                color="#c0392b" if job.killed else "#2e6fb7")
+        ax.barh(i, (job.start - job.submit) / DAY, left=job.submit / DAY, height=0.8,
+                color=GANTT_COLOURS["waiting"])
+        ax.barh(i, (job.end - job.start) / DAY, left=job.start / DAY, height=0.8,
+                color=GANTT_COLOURS["killed" if job.killed else "running"])
     for res in reservations:
         if res.end <= lo or res.start >= hi:
             continue
         if res.job_id is not None and res.job_id in row:
-            ax.barh(row[res.job_id], res.end - res.start, left=res.start, height=0.8,
-                    color="none", edgecolor="#e67e22", hatch="///", linewidth=0.6)
+            ax.barh(row[res.job_id], (res.end - res.start) / DAY, left=res.start / DAY,
+                    height=0.8, color="none", edgecolor=GANTT_COLOURS["reservation"],
+                    hatch="///", linewidth=0.6)
         elif res.kind == "admin":
-            ax.axvspan(res.start, res.end, color="grey", alpha=0.15)
-    ax.set_xlim(lo, hi)
+            ax.axvspan(res.start / DAY, res.end / DAY, color="grey", alpha=0.15)
+    ax.set_xlim(lo / DAY, hi / DAY)
     ax.set_ylim(-1, max(len(shown), 1))
     ax.invert_yaxis()
-    ax.set_xlabel("time (s)")
     ax.set_ylabel("jobs (by start)")
-    ax.set_title(f"{title}: [{lo:,.0f}, {hi:,.0f}] s — light: waiting, blue: running, "
-                 "red: killed, hatched: reservation")
-    return _save(fig, path)
+    keys = [Patch(facecolor=GANTT_COLOURS[k], label=k) for k in ("waiting", "running", "killed")]
+    keys += [Patch(facecolor="none", edgecolor=GANTT_COLOURS["reservation"], hatch="///",
+                   label="job reservation"),
+             Patch(facecolor="grey", alpha=0.15, label="admin reservation")]
+    ax.legend(handles=keys, **OUTSIDE)
+
+
+def _busy_panel(ax: Any, jobs: Sequence[SimJob], lo: float, hi: float,
+                procs: int | None) -> None:
+    """Processors running jobs over the window: the processor axis of the chart."""
+    x, y = busy_steps(jobs, lo, hi)
+    ax.step(x / DAY, y, where="post", color=GANTT_COLOURS["running"], label="busy")
+    if procs:
+        ax.axhline(procs, color="black", linestyle="--", linewidth=0.8,
+                   label=f"machine ({procs})")
+    ax.set_ylim(0, max(procs or 0, float(y.max()) if y.size else 0.0, 1.0) * 1.05)
+    ax.set_ylabel("processors busy")
+    ax.set_xlabel("time since trace start (days)")
+    ax.legend(**OUTSIDE)
+
+
+def busy_steps(jobs: Sequence[SimJob], lo: float, hi: float) -> tuple[np.ndarray, np.ndarray]:
+    """(times, processors running from each time on) over ``[lo, hi]``: a step function."""
+    ran = [j for j in jobs if j.end >= 0 and j.start < hi and j.end > lo]
+    events = sorted([(max(j.start, lo), j.procs) for j in ran]
+                    + [(min(j.end, hi), -j.procs) for j in ran] + [(lo, 0), (hi, 0)])
+    times = np.array([t for t, _ in events], float)
+    level = np.cumsum([d for _, d in events], dtype=float)
+    return times, level

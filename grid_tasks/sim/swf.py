@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import IO, NamedTuple
 
 from grid_tasks.errors import SourceError
+from grid_tasks.sim.sniff import SNIFF_BYTES, binary_at
 
 __all__ = ["SWFError", "SWFHeader", "SWFReader", "SWFRecord", "read_swf", "FIELD_NAMES"]
 
@@ -66,10 +67,10 @@ class SWFError(SourceError):
     """
 
     def __init__(self, message: str, *, source: str, line: int, column: int | None,
-                 line_text: str, key: str | None = None) -> None:
+                 line_text: str, key: str | None = None, code: str = "BAD_SWF_LINE") -> None:
         self.line_text = line_text
         super().__init__(message, source=source, line=line, column=column, key=key,
-                         code="BAD_SWF_LINE")
+                         code=code)
 
     def caret(self) -> str:
         if not self.line_text:
@@ -188,7 +189,50 @@ class SWFReader:
         except OSError as exc:
             raise SWFError(f"cannot open trace: {exc.strerror or exc}", source=self.source,
                            line=0, column=None, line_text="") from None
-        self._read_header()
+        try:
+            self._refuse_binary()
+            self._read_header()
+            self._check_first_job()
+        except SWFError:
+            self.close()
+            raise
+
+    def _refuse_binary(self) -> None:
+        """Binary data is refused before any line is read: it would be shown raw."""
+        found = binary_at(self._sample())
+        if found is not None:
+            line, column, byte = found
+            raise SWFError(f"not an SWF trace: binary data (byte 0x{byte:02x} at line {line}, "
+                           f"column {column}); SWF is text, one job per line",
+                           source=self.source, line=line, column=column, line_text="",
+                           code="NOT_SWF")
+
+    def _sample(self) -> bytes:
+        """The first bytes of the (decompressed) text, without moving the reader: a
+        gzip stream is inflated apart, so its errors are still met at their line."""
+        head = self._raw.peek(SNIFF_BYTES)
+        if self._file is self._raw:
+            return head[:SNIFF_BYTES]
+        try:
+            return zlib.decompressobj(wbits=31).decompress(head, SNIFF_BYTES)
+        except zlib.error:
+            return b""  # corrupt from the start: reading the header says so
+
+    def _check_first_job(self) -> None:
+        """The first job line is checked now, before a replay asks for anything else
+        (such as --procs): a file that is not a trace says so with its line."""
+        if self._pending is None:
+            return
+        try:
+            self._convert(self._pending, self._pending.split(), self._lineno)
+        except SWFError as exc:
+            if not self.header.fields:  # no SWF header either: not a trace at all
+                raise SWFError(f"not an SWF trace: line {exc.line} is not a job line "
+                               f"({exc.message}; a job line is {_N_FIELDS} numbers)",
+                               source=self.source, line=exc.line or 0, column=exc.column,
+                               line_text=exc.line_text, code="NOT_SWF") from None
+            if not self.skip_bad:
+                raise
 
     def _read_header(self) -> None:
         assert self._file is not None

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gc
 import json
+import re
 import subprocess
 import time
 from collections.abc import Iterator
@@ -83,6 +84,23 @@ def test_showstart_without_rm_asks_every_rm(live):
     console.print(grid_start_view(multi))
     text = console.export_text()
     assert "rmA" in text and "rmB" in text and "node1:3" in text
+
+
+def test_showstart_lists_every_rm_in_one_time_format(live):
+    # 6 processors fit rmA (8) only: rmB (4) is listed, saying why it never fits
+    wide = cli(live, "showstart", "6@10:00")
+    assert [r["rm"] for r in wide["rms"]] == ["rmA", "rmB"] and wide["best"] == "rmA"
+    assert wide["rms"][1]["answer"] == ("never: it asks for 6 processors and rmB has 4 in "
+                                        "all") and wide["rms"][1]["estimates"] == []
+    text = run(live, "showstart", "6@10:00").stdout
+    assert "rmB" in text and "never" in text and "Earliest start" in text
+    assert "00:00:00" in text and not re.search(r"\d{4}-\d\d-\d\dT", text)  # as with -r
+    bare = run(live, "showstart", "-r", "rmA", "6@10:00").stdout
+    assert "Earliest start" in bare and not re.search(r"\d{4}-\d\d-\d\dT", bare)
+    huge = run(live, "showstart", "-r", "rmA", "100@1:00:00", ok=False)
+    assert huge.returncode == 1 and huge.stdout == ""
+    assert ("can never run on rmA: it asks for 100 processors and rmA has 8 processors "
+            "on 2 nodes") in huge.stderr
 
 
 def test_grid_reservation_set_listed_and_released_everywhere(live):

@@ -202,7 +202,8 @@ def test_canceljob_through_the_grid_api(ops, celery_app_factory, in_process_work
     assert json.loads(run(env, "checkjob", str(idle), "--no-plan", "--json").stdout)[
         "gram_state"] == "PENDING"  # nothing disturbed
     out = json.loads(run(env, "canceljob", str(idle), "--json").stdout)
-    assert out == [{"job_id": idle, "previous_state": "PENDING", "state": "FAILED"}]
+    assert out == [{"job_id": idle, "previous_state": "PENDING", "state": "FAILED",
+                    "settled": True}]
     after = json.loads(run(env, "checkjob", str(idle), "--json").stdout)
     assert after["gram_state"] == "FAILED" and after["gram_error"] == "USER_CANCELLED"
     assert after["history"][-1]["to"] == "FAILED"

@@ -71,6 +71,9 @@ def test_operator_commands_on_live_jobs(live):
     cancelled = cli(env, "canceljob", str(big.id), str(long.id))
     assert [c["job_id"] for c in cancelled] == [big.id, long.id]
     assert cancelled[0]["state"] == "FAILED"  # an idle job fails at once
+    # the running one is killed on its nodes: canceljob waits for the end it leads to
+    assert cancelled[1]["previous_state"] == "ACTIVE"
+    assert (cancelled[1]["state"], cancelled[1]["settled"]) == ("FAILED", True)
     assert long.wait(timeout=30).state is JobState.FAILED
     deadline = time.monotonic() + 10
     while any(p.info["cmdline"] == ["/bin/sleep", "61"]

@@ -144,3 +144,13 @@ def test_a_root_node_daemon_without_a_grid_map_refuses_to_start(grid_env, grid_t
     finally:
         one_user.terminate()
         one_user.wait(timeout=20)
+
+
+def test_a_missing_policy_file_refuses_scheduler_and_gatekeeper(tmp_path, grid_env):
+    topo = tmp_path / "grid.toml"
+    topo.write_text('[rm.rmA]\npolicy_file = "gone.cfg"\n[rm.rmA.node.node1]\nprocs = 1\n')
+    for args in (["--scheduler"], ["--rm", "rmA"]):
+        result = _run(["worker", *args, "--topology", str(topo)], grid_env)
+        assert result.exit_code == 1, result.output
+        assert f"{tmp_path / 'gone.cfg'} does not exist" in result.stderr
+        assert f"{topo}:2:1" in result.stderr

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from grid_tasks.celery_app import create_app
+from grid_tasks.effects import watch_signature
 from grid_tasks.states import JobState
 from tests.duroc.live import component, markers, program
+from tests.metrics.flower_live import TaskEvents
+from tests.waiting import until
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -310,3 +315,24 @@ def test_job_whose_every_subjob_fails_after_release_is_failed(duroc_grid, tmp_pa
     final = duroc_grid.grid.job_request(rsl, barrier_timeout=60).wait(timeout=60)
     assert final.state is JobState.FAILED and final.barrier == "released", final
     assert final.reason.startswith("every subjob failed") and "'l2'" in final.reason
+
+
+
+def test_a_watcher_of_a_job_gone_succeeds_saying_what_failed(duroc_grid):
+    # The user's failure is not the grid's: a watcher whose job was cancelled, aborted
+    # by another subjob or refused returns what failed (Flower shows it SUCCESS, not a
+    # FAILURE counted against the gatekeeper); the settle it sends decides the job.
+    app = create_app(duroc_grid.settings)
+    try:
+        with TaskEvents(app) as seen:
+            watch = watch_signature(app, 999_999, 0, "rmB", time.time() + 60)
+            result = watch.apply_async()
+            outcome = result.get(timeout=30)
+            assert result.state == "SUCCESS"
+            until(lambda: "task-succeeded" in seen.of(result.id), 10, "its success event")
+    finally:
+        app.close()
+    assert outcome == {"address": 0, "error": "CoallocFinishedError",
+                       "failed": "coallocated job 999999 is gone"}
+    assert "task-failed" not in seen.of(result.id)
+    assert seen.names()[result.id] == "duroc-watch job coalloc-999999/0 on rmB"

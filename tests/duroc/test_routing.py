@@ -22,6 +22,22 @@ def test_header_goes_to_the_gatekeeper_and_the_rest_to_the_scheduler(settings):
         app.close()
 
 
+def test_every_part_of_the_chord_has_a_readable_name_in_flower(settings):
+    from grid_tasks import effects as tasks
+
+    app = create_app(settings)
+    try:
+        shown = {sig.task: sig.options["shadow"] for sig in (
+            tasks.watch_signature(app, 7, 1, "rmB", 0.0), tasks.release_signature(app, 7),
+            tasks.failed_signature(app, 7), tasks.settle_signature(app, 7))}
+        assert shown == {tasks.WATCH: "duroc-watch job coalloc-7/1 on rmB",
+                         tasks.RELEASE: "duroc-release job coalloc-7",
+                         tasks.FAILED: "duroc-failed job coalloc-7",
+                         tasks.SETTLE: "duroc-settle job coalloc-7"}
+    finally:
+        app.close()
+
+
 def test_errback_is_old_style_so_celery_sends_it_through_the_router(settings):
     """Celery calls (request, exc, tb) errbacks INLINE in the failing worker, ignoring
     routing; one taking only the task id is sent as a task instead."""

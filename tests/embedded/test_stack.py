@@ -3,18 +3,26 @@
 from __future__ import annotations
 
 import base64
+import html
 import json
 import os
+import re
+import shutil
 import signal
+import subprocess
 import sys
 import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 import redis
 
+from grid_tasks.client import Grid
+from grid_tasks.embedded.flower_app import topology_queues
+from grid_tasks.embedded.health import HealthError, check_beat, check_node, check_worker
 from grid_tasks.embedded.stack import EmbeddedStack, StackOptions, stop_on_signals
 from grid_tasks.embedded.supervisor import ChildFailed
 from grid_tasks.errors import ConfigError
@@ -22,7 +30,7 @@ from grid_tasks.ha.status import read_status
 from grid_tasks.security.roles import Role
 from grid_tasks.states import NodeState
 from tests.conftest import DEMO_TOPOLOGY
-from tests.metrics.flower_live import flower_shown_check, flower_stack
+from tests.metrics.flower_live import flower_shown_check, flower_stack, flower_task
 from tests.waiting import until
 
 
@@ -151,3 +159,91 @@ def test_the_first_stop_signal_interrupts_and_the_next_ones_wait_for_the_stop(fi
             os.kill(os.getpid(), again)  # would raise (or end pytest) if not ignored
         time.sleep(0.05)
     assert signal.getsignal(signal.SIGINT) is before
+
+
+def test_a_running_job_is_a_task_in_flower_until_it_ends(running: EmbeddedStack,
+                                                         tmp_path) -> None:
+    """Operators watch Flower: a job shows there, STARTED under its node's worker, for
+    as long as it runs (its launch task ends at once); its end is the task's result."""
+    stack = running
+    grid = Grid(stack.settings)
+    try:
+        job = grid.submit("&(executable=/bin/sleep)(arguments=120)", "rmA")
+        named = rf"job {job.id}( \(\w+\))? on rmA/node[12]"
+        shown = flower_task(stack, named, "STARTED")
+        assert re.fullmatch(r"node[12]\.rmA@.+", shown["worker"]), shown
+        assert "executable='/bin/sleep'" in shown["args"]
+        _flower_screenshot_shows(stack, shown["name"], tmp_path)
+        grid.cancel(job.id)
+        ended = flower_task(stack, named, "SUCCESS")  # cancelled: the user's outcome
+    finally:
+        grid.close()
+    assert ended["uuid"] == shown["uuid"]
+    assert "USER_CANCELLED" in ended["result"], ended
+
+
+def _flower_screenshot_shows(stack: EmbeddedStack, name: str, tmp_path) -> None:
+    """Flower's task list in headless Chromium: the running job's name in the page,
+    and a screenshot of it that is not blank (saved in ``tmp_path``)."""
+    browser = shutil.which("chromium") or shutil.which("chromium-browser")
+    if browser is None:
+        pytest.skip("no chromium here (Debian: apt-get install chromium)")
+    url = stack.flower_url.replace("://", f"://{stack.flower_auth}@", 1) + "tasks"
+    shot = tmp_path / "flower-tasks.png"
+    common = [browser, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+              f"--user-data-dir={tmp_path / 'chromium'}", "--virtual-time-budget=8000"]
+    dom = subprocess.run([*common, "--dump-dom", url], capture_output=True, text=True,
+                         timeout=60, check=True).stdout
+    assert name in html.unescape(dom), dom[-2000:]
+    subprocess.run([*common, f"--screenshot={shot}", "--window-size=1400,900", url],
+                   capture_output=True, timeout=60, check=True)
+    png = shot.read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 20_000, len(png)
+
+
+def test_flowers_broker_page_lists_every_queue_from_the_start(running: EmbeddedStack) -> None:
+    """Flower asks workers for their queues once, at its start, while they are still
+    starting: the page listed `scheduler` alone until a refresh.  Flower's app declares
+    the topology's queues."""
+    queues = topology_queues(running.topology)
+    assert len(queues) == 7 and "node.rmB.node4" in queues and "gram.rmA" in queues
+    code, page = _get(running.flower_url + "broker", running.flower_auth)
+    assert code == 200
+    listed = re.findall(rb'<tr id="([^"]+)">', page)
+    assert sorted(q.decode() for q in listed) == sorted(queues)
+
+
+def test_the_containers_healthchecks_tell_working_processes_from_missing_ones(
+        running: EmbeddedStack) -> None:
+    """compose.yaml's healthchecks (grid_tasks.embedded.health) against a live grid: a
+    worker answering a ping, a node heartbeating, a beat reporting, Flower's and the
+    metrics' HTTP; and what is not there is unhealthy, with the reason."""
+    settings = running.settings
+    assert check_worker(settings, "scheduler").startswith("scheduler@")
+    assert check_worker(settings, "gatekeeper-rmB").startswith("gatekeeper-rmB@")
+    assert check_node(settings, "rmB", "node4").startswith("node rmB/node4 is ")
+    beat = "beat-a"
+    until(lambda: _healthy(lambda: check_beat(settings, beat, time.time())), 20, "beat-a")
+    with pytest.raises(HealthError, match="did not answer a ping within 1 s"):
+        check_worker(settings, "nosuch", timeout=1)
+    with pytest.raises(HealthError, match="node rmA/node9 is Unknown"):
+        check_node(settings, "rmA", "node9")
+    with pytest.raises(HealthError, match="beat beat-z never reported itself"):
+        check_beat(settings, "beat-z", time.time())
+    with pytest.raises(HealthError, match="last reported"):
+        check_beat(settings, beat, time.time() + 3600)
+    # as compose runs it: a process, its exit code; Flower's /healthcheck needs no login
+    probe = [sys.executable, "-m", "grid_tasks.embedded.health", "http"]
+    assert subprocess.run([*probe, running.flower_url + "healthcheck"],
+                          capture_output=True, timeout=30).returncode == 0
+    gone = subprocess.run([*probe, "http://127.0.0.1:1/metrics"], capture_output=True,
+                          text=True, timeout=30)
+    assert gone.returncode == 1 and gone.stderr.startswith("unhealthy: http://127.0.0.1:1")
+
+
+def _healthy(probe: Any) -> bool:
+    try:
+        probe()
+    except HealthError:
+        return False
+    return True

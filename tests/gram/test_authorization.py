@@ -191,14 +191,16 @@ def test_root_worker_runs_the_job_as_the_mapped_account(door, throwaway_user):
     name = throwaway_user.pw_name
     door.gridmap.write_text(f'"{ALICE}" {name}\n')
     with door.client("alice") as grid:
-        job = grid.submit("&(executable=/bin/sh)(directory=/tmp)"
-                          "(arguments=-c 'id -un; id -u; echo $HOME')", rm="rmA").id
+        # $(HOME) and $(LOGNAME) are the mapped account's, evaluated at the gatekeeper
+        job = grid.submit("&(executable=/bin/sh)(directory=/tmp)(arguments=-c "
+                          "'id -un; id -u; echo $HOME; echo \"$0 $1\"' $(HOME) $(LOGNAME))",
+                          rm="rmA").id
     _run(door, job)  # (signs as a node: signing is per process, so alice signs anew)
     with door.client("alice") as grid:
         assert grid.status(job, rm="rmA").state is JobState.DONE
         lines = [line.text.strip() for line in iter_output(grid.redis, job)
                  if line.stream == "stdout"]
-    assert lines == [name, str(throwaway_user.pw_uid), "/nonexistent"]
+    assert lines == [name, str(throwaway_user.pw_uid), "/nonexistent", f"/nonexistent {name}"]
 
 
 def test_only_an_operator_sets_or_releases_reservations_and_may_cancel_any_job(door):

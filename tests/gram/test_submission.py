@@ -9,7 +9,8 @@ import pytest
 from grid_tasks import db
 from grid_tasks.embedded.stack import prepare_database
 from grid_tasks.gram.records import Outbox
-from grid_tasks.gram.submission import insert_job
+from grid_tasks.gram.errors import JobRefusedError
+from grid_tasks.gram.submission import check_fits, insert_job
 from grid_tasks.rsl import lower
 from grid_tasks.states import JobState, MauiJobState
 from grid_tasks.topology import load_topology
@@ -53,3 +54,19 @@ def test_insert_job_refuses_an_over_long_credential_naming_the_column(sessions):
                    datetime.now(timezone.utc), Outbox())
     with db.session_scope(sessions) as s:
         assert s.query(db.models.Job).count() == 0
+
+
+def test_check_fits_refuses_a_conflicting_contact_and_memory_no_node_has(sessions):
+    """The gatekeeper's own check (a client that skipped Grid.submit's meets it too)."""
+    with db.session_scope(sessions) as s:
+        check_fits(s, "rmA", lower("&(executable=/bin/true)(maxMemory=4096)")[0])  # fits
+        elsewhere = lower("&(executable=/bin/true)(resourceManagerContact=rmB)")[0]
+        with pytest.raises(JobRefusedError, match="names resourceManagerContact=rmB but was "
+                                                  "sent to rmA") as conflict:
+            check_fits(s, "rmA", elsewhere)
+        assert conflict.value.code == "INVALID_REQUEST"
+        greedy = lower("&(executable=/bin/true)(maxMemory=4097)")[0]
+        with pytest.raises(JobRefusedError, match="4097 MB .maxMemory. and its largest "
+                                                  "node has 4096 MB") as memory:
+            check_fits(s, "rmA", greedy)
+        assert memory.value.code == "NO_RESOURCES"

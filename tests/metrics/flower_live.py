@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import base64
 import json
+import re
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -75,3 +77,68 @@ def flower_shown_check(stack: EmbeddedStack, rm: str, node: str,
         return until(shown, timeout, "Flower to show a node check", poll=0.2)
     finally:
         app.close()
+
+
+class TaskEvents:
+    """Every task event of a live grid as Flower receives them, recorded by a thread
+    (``with TaskEvents(app) as seen: ...``; ``seen.events`` holds them in order)."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+        self.events: list[dict[str, Any]] = []
+        self.ready = threading.Event()
+        self._receiver: Any = None
+        self._thread = threading.Thread(target=self._capture, daemon=True,
+                                        name="task events")
+
+    def _capture(self) -> None:
+        with self.app.connection_for_read() as conn:
+            receiver = self._receiver = self.app.events.Receiver(
+                conn, handlers={"*": self.events.append})
+            with receiver.consumer_context(wakeup=False) as (live, _, _):
+                for _ in range(2):  # kombu's Redis transport subscribes on its first poll
+                    try:
+                        live.drain_events(timeout=0.2)
+                    except TimeoutError:
+                        pass
+                self.ready.set()  # subscribed: every event from now on is seen
+                while not receiver.should_stop:
+                    try:
+                        live.drain_events(timeout=0.3)
+                    except TimeoutError:
+                        continue
+
+    def __enter__(self) -> "TaskEvents":
+        self._thread.start()
+        assert self.ready.wait(20), "event receiver did not subscribe"
+        return self
+
+    def __exit__(self, *_: Any) -> None:
+        if self._receiver is not None:
+            self._receiver.should_stop = True
+        self._thread.join(10)
+
+    def of(self, uuid: str) -> list[str]:
+        """The types of the events about task ``uuid``, in order."""
+        return [e["type"] for e in list(self.events) if e.get("uuid") == uuid]
+
+    def names(self) -> dict[str, str]:
+        """Task id -> the name its events gave it (received or sent)."""
+        return {e["uuid"]: e["name"] for e in list(self.events)
+                if e.get("uuid") and e.get("name")}
+
+
+def flower_task(stack: EmbeddedStack, pattern: str, state: str,
+                timeout: float = 30) -> dict[str, Any]:
+    """The first task Flower's API lists whose name matches the regular expression
+    ``pattern`` in ``state``, with its ``uuid``."""
+    api = stack.flower_url.rstrip("/") + "/api/tasks"
+
+    def shown() -> dict[str, Any] | None:
+        code, tasks = get_json(api, stack.flower_auth)
+        assert code == 200
+        return next(({**t, "uuid": i} for i, t in (tasks or {}).items()
+                     if re.fullmatch(pattern, t.get("name") or "")
+                     and t.get("state") == state), None)
+
+    return until(shown, timeout, f"Flower to show a task {pattern!r} {state}", poll=0.3)

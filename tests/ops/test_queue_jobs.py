@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from types import SimpleNamespace
 
 import pytest
 
@@ -10,8 +11,9 @@ from grid_tasks.db import Reservation, ReservationKind, record_transition
 from grid_tasks.errors import NotFoundError
 from grid_tasks.node.registry import NodeStatus
 from grid_tasks.ops import (
-    JobFinishedError, build_queue, cancel_jobs, check_job, check_node,
+    JobFinishedError, build_queue, cancel_jobs, check_job, check_node, diagnose_priority,
 )
+from grid_tasks.ops.plan import load_plan
 from grid_tasks.states import JobState, NodeState
 
 from .conftest import NOW
@@ -20,8 +22,8 @@ from .conftest import NOW
 def test_showq_sections_summary_and_order(session, add_job):
     running = add_job("rmA", user="ann", state=JobState.ACTIVE, tasks=3, nodes={"a1": 3},
                       walltime=3600, started=-600)
-    low = add_job("rmA", user="bob", priority=1, submitted=-900)
-    high = add_job("rmA", user="cid", priority=9, submitted=-100)
+    low = add_job("rmA", user="bob", submitted=-900)
+    high = add_job("rmA", user="alice", submitted=-100)  # USERCFG[alice] PRIORITY=500
     held = add_job("rmA", user="dan", holds=["user"])
     waits = add_job("rmA", user="eve", dependencies=[running.id])
     add_job("rmA", state=JobState.DONE, started=-5000, ended=-4000)
@@ -29,13 +31,29 @@ def test_showq_sections_summary_and_order(session, add_job):
     queue = build_queue(session, "rmA", NOW)
     assert [r.job_id for r in queue.active] == [running.id]
     assert queue.active[0].remaining == 3000 and queue.active[0].state == "Running"
-    assert [r.job_id for r in queue.idle] == [high.id, low.id]
+    assert [r.job_id for r in queue.idle] == [high.id, low.id]  # by the scheduler's priority
     assert {r.job_id: r.state for r in queue.blocked} == {held.id: "Hold", waits.id: "Blocked"}
     summary = queue.to_dict()["summary"]
     assert summary["procs_active"] == 3 and summary["procs_total"] == 8
     assert summary["procs_percent"] == 37.5
     assert (summary["nodes_active"], summary["nodes_total"]) == (1, 2)
     assert build_queue(session, None, NOW).total_jobs == 6
+
+
+def test_one_priority_for_showq_checkjob_and_diagnose(session, add_job):
+    """The idle job's priority is the scheduler's (credentials, queue time), the same
+    number in showq, checkjob and diagnose -p; a running job has none."""
+    idle = add_job("rmA", user="alice", submitted=-1800)  # USERCFG[alice] PRIORITY=500
+    running = add_job("rmA", user="ann", state=JobState.ACTIVE, tasks=1, nodes={"a1": 1},
+                      started=-60)
+    [diag] = [p for p in diagnose_priority(session, "rmA", NOW) if p.job_id == idle.id]
+    assert diag.total == pytest.approx(500 + 30)  # USER + QUEUETIME minutes
+    queue = build_queue(session, "rmA", NOW).to_dict()
+    assert [r["priority"] for r in queue["idle"]] == [round(diag.total, 4)]
+    assert [r["priority"] for r in queue["active"]] == [None]
+    plan = load_plan(session, "rmA", NOW)
+    assert check_job(session, str(idle.id), NOW, plan).priority == pytest.approx(diag.total)
+    assert check_job(session, str(running.id), NOW).to_dict()["priority"] is None
 
 
 def test_showq_unknown_rm(session):
@@ -114,8 +132,31 @@ def test_canceljob_checks_every_job_first(session, add_job):
         cancel_jobs(session, grid, [str(idle.id), "4242"])
     assert grid.cancelled == []  # nothing disturbed
     assert cancel_jobs(session, grid, [str(idle.id)]) == [
-        {"job_id": idle.id, "previous_state": "PENDING", "state": None}]
+        {"job_id": idle.id, "previous_state": "PENDING", "state": None, "settled": False}]
     assert grid.cancelled == [idle.id]
+
+
+class _KillingGrid:
+    """A Grid whose cancel of a running job answers ACTIVE (the kill is under way) and
+    whose job ends FAILED after ``polls`` status questions."""
+
+    def __init__(self, polls):
+        self.polls = polls
+
+    def cancel(self, job_id, *, rm=None):
+        return SimpleNamespace(state=JobState.ACTIVE)
+
+    def status(self, job_id, *, rm=None):
+        self.polls -= 1
+        return SimpleNamespace(state=JobState.ACTIVE if self.polls > 0 else JobState.FAILED)
+
+
+def test_canceljob_reports_the_state_the_cancel_leads_to(session, add_job):
+    running = add_job("rmA", state=JobState.ACTIVE, tasks=1, nodes={"a1": 1}, started=-60)
+    assert cancel_jobs(session, _KillingGrid(polls=3), [str(running.id)]) == [
+        {"job_id": running.id, "previous_state": "ACTIVE", "state": "FAILED", "settled": True}]
+    slow = cancel_jobs(session, _KillingGrid(polls=10**6), [str(running.id)], settle=0.3)
+    assert slow[0]["state"] == "ACTIVE" and slow[0]["settled"] is False
 
 
 class _RacingGrid:

@@ -71,3 +71,17 @@ def test_undefined_variable_and_syntax_error_exit_1() -> None:
 def test_bad_var_option_and_missing_file() -> None:
     assert run(["--var", "NOEQUALS"], stdin=VALID).exit_code == 2
     assert run(["/nonexistent/dir/job.rsl"]).exit_code != 0
+
+
+def test_check_agrees_with_submit_on_the_job_managers_variables() -> None:
+    text = ("&(executable = /bin/sh)(directory = $(HOME))"
+            "(arguments = $(GLOBUS_GRAM_JOB_CONTACT) $(GLOBUS_GATEKEEPER_SUBJECT))")
+    result = CliRunner().invoke(main, ["rsl", "check", "--json"], input=text,
+                                env={"HOME": "/home/me"})
+    assert result.exit_code == 0, result.output
+    (job,) = json.loads(result.output)["subjobs"]
+    assert job["directory"] == "/home/me"
+    assert job["arguments"] == ["$(GLOBUS_GRAM_JOB_CONTACT)", "$(GLOBUS_GATEKEEPER_SUBJECT)"]
+    undefined = run(["--json"], stdin="&(executable = $(NOT_A_GRAM_VARIABLE))")
+    assert undefined.exit_code == 1
+    assert json.loads(undefined.output)["error"]["code"] == "RSL_EVALUATION_FAILED"

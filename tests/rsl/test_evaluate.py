@@ -56,15 +56,14 @@ def test_inner_definition_shadows_caller_variable() -> None:
     assert values_of(out, "directory") == (Literal("/other"),)
 
 
-def test_default_used_only_when_undefined() -> None:
-    text = "&(a = $(X fallback))(b = $(Y $(X)))"
-    with pytest.raises(RSLError) as info:  # Y's default refers to X, undefined too
-        evaluate(parse(text))
-    assert (info.value.line, info.value.column) == position_of(text, "$(X)")
-    out = evaluate(parse(text), {"X": "x"})
-    assert values_of(out, "a") == (Literal("x"),) and values_of(out, "b") == (Literal("x"),)
-    out = evaluate(parse("&(a = $(X fallback))"))
-    assert values_of(out, "a") == (Literal("fallback"),)
+def test_a_default_value_is_refused_as_gram_refuses_it_even_when_defined() -> None:
+    text = "&(a = x)(b = $(X fallback))"
+    for variables in (None, {"X": "x"}):
+        with pytest.raises(RSLError) as info:
+            evaluate(parse(text), variables)
+        assert info.value.code == "RSL_EVALUATION_FAILED"
+        assert (info.value.line, info.value.column) == position_of(text, "$(X")
+        assert "default value" in info.value.message and "rsl_substitution" in info.value.message
 
 
 def test_names_are_case_sensitive() -> None:

@@ -58,9 +58,12 @@ def test_defaults() -> None:
     assert job.max_wall_time_s is None and job.requirements is None
 
 
-def test_single_relation_request_is_a_list_of_one() -> None:
-    jobs = lower("executable = /bin/date")
-    assert len(jobs) == 1 and jobs[0].executable == "/bin/date"
+def test_a_bare_relation_is_not_a_request() -> None:
+    with pytest.raises(RSLError) as info:
+        lower("executable = /bin/date")
+    assert info.value.code == "BAD_RSL" and "&(executable = ...)" in info.value.message
+    (job,) = lower("&(executable = /bin/date)")
+    assert job.executable == "/bin/date"
 
 
 def test_gram_rsl_drops_duroc_and_broker_attributes_and_forwards_the_rest() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from grid_tasks.rsl import RSLError, lower, validate
-from grid_tasks.rsl.attributes import INT_MAX, RULES, IntRule
+from grid_tasks.rsl.attributes import INT_MAX, RESTART, RULES, IntRule
 
 from .helpers import position_of
 
@@ -15,6 +15,8 @@ INT_RULES = sorted(name for name, rule in RULES.items() if isinstance(rule, IntR
 
 
 def _request(rule: IntRule, value: str) -> str:
+    if rule.when == RESTART:  # stdout_position...: only a restart request takes them
+        return f"&(restart = gram://rmA/jobs/1)\n({rule.name} = {value})"
     extra = "" if rule.name == "count" else "(count = 1)"
     return f"&(executable = /bin/app){extra}\n({rule.name} = {value})"
 

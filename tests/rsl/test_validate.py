@@ -76,7 +76,7 @@ CASES = [
     (job("(queue = a b)"), "RSL_QUEUE", "b)", 1),
     (job("(project = (p))"), "RSL_PROJECT", "(p)", 1),
     (job("(scratch_dir = (s))"), "RSL_SCRATCH", "(s)", 1),
-    (job("(gass_cache = (g))"), "RSL_GASS_CACHE", "(g)", 1),
+    (job("(gass_cache = (g))"), "RSL_CACHE", "(g)", 1),
     (job("(remote_io_url = (u))"), "RSL_REMOTE_IO_URL", "(u", 1),
     (job("(library_path = (l m))"), "RSL_SCHEDULER_SPECIFIC", "(l m", 1),
     (job("(environment = A 1)"), "RSL_ENVIRONMENT", "A", 1),
@@ -88,8 +88,15 @@ CASES = [
     (job("(file_stage_in_shared = x)"), "RSL_FILE_STAGE_IN_SHARED", "x)", 1),
     (job("(file_stage_out = (a b c))"), "RSL_FILE_STAGE_OUT", "(a", 1),
     (job("(file_clean_up = a (b))"), "RSL_FILE_CLEANUP", "(b", 1),
-    # restart-only attributes
-    (job("(restart = https://h:1/2)"), "INVALID_SUBMIT_ATTRIBUTE", "restart", 1),
+    # restart requests and restart-only attributes
+    (job("(restart = https://h:1/2)"), "RSL_RESTART", "https", 1),
+    ("&(restart = (bogus format))", "RSL_RESTART", "(bogus", 1),
+    ("&(restart = gram://rmA/jobs/1)(executable = /bin/sh)", "INVALID_RESTART_ATTRIBUTE", "executable", 1),
+    ("&(restart = gram://rmA/jobs/1)(stdout_position = x)", "INVALID_STDOUT_POSITION", "x)", 1),
+    ("&(restart = gram://rmA/jobs/1)(stderr_position = (0))", "RSL_STDERR_POSITION", "(0", 1),
+    ("&(restart = gram://rmA/jobs/1)(stdoutPosition = 1 2)", "RSL_STDOUT_POSITION", "2)", 1),
+    ("&(restart = gram://rmA/jobs/1)(stderr_position = -1)", "INVALID_STDERR_POSITION", "-1", 1),
+    ("&(restart = gram://rmA/jobs/1)(restartcontacts = (a b))", "RSL_SCHEDULER_SPECIFIC", "(a", 1),
     (job("(stdout_position = 0)"), "INVALID_SUBMIT_ATTRIBUTE", "stdout_position", 1),
     (job("(stderrPosition = 0)"), "INVALID_SUBMIT_ATTRIBUTE", "stderrPosition", 1),
     # DUROC and broker attributes
@@ -99,6 +106,12 @@ CASES = [
     (job("(subjobCommsType = loud)"), "BAD_RSL", "loud", 1),
     (job("(label = (l))"), "BAD_RSL", "(l)", 1),
     (job('(requirements = "")'), "BAD_RSL", '""', 1),
+    # job manager logging (GRAM5)
+    (job("(loglevel = ERROR|LOUD)"), "INVALID_ATTR", "ERROR", 1),
+    (job("(logpattern = a b)"), "INVALID_ATTR", "b)", 1),
+    # structure GRAM refuses
+    ("executable = /bin/sh", "BAD_RSL", "executable", 1),
+    (job("(directory = $(HOME /tmp))"), "RSL_EVALUATION_FAILED", "$(HOME", 1),
     # text that is not RSL at all
     ("&(executable = ", "BAD_RSL", None, 1),
     ("  ", "ZERO_LENGTH_RSL", None, 1),
@@ -118,13 +131,12 @@ def test_rejections_carry_gram_code_and_position(text: str, code: str, culprit: 
 
 
 def test_every_code_a_rule_can_emit_is_exercised() -> None:
-    from grid_tasks.rsl.attributes import ChoiceRule, IntRule, NotAtSubmitRule, PairsRule, StringRule, SubstitutionRule
+    from grid_tasks.rsl.attributes import RESTART, ChoiceRule, IntRule, PairsRule, StringRule, SubstitutionRule
 
     emitted = set()
     for rule in RULES.values():
-        if isinstance(rule, NotAtSubmitRule):
+        if rule.when == RESTART:
             emitted.add("INVALID_SUBMIT_ATTRIBUTE")
-            continue
         if isinstance(rule, SubstitutionRule):
             continue
         emitted.add(rule.shape_error.value)
@@ -154,8 +166,9 @@ def test_every_gram_attribute_is_accepted_when_well_formed() -> None:
       (proxy_timeout = 60)(library_path = /lib /usr/lib)(username = alice)(savejobdescription = no)
       (expiration = 3600)(rsl_substitution = (X y))(resourceManagerContact = "host:2119/jobmanager-pbs")
       (label = part1)(subjobStartType = loose-barrier)(subjobCommsType = independent)
-      (requirements = '$os == "Linux"')(reservation = grid.7)"""
-    spec = validate(text)
+      (requirements = '$os == "Linux"')(reservation = grid.7)(loglevel = error|WARN)
+      (logpattern = "$(GLOBUS_LOCATION)/var/gram_$(LOGNAME).log")"""
+    spec = validate(text, {"GLOBUS_LOCATION": "/g", "LOGNAME": "al"})
     seen = {op.key for op in spec.operands}
     restart_only = {"restart", "stdoutposition", "stderrposition", "restartcontacts"}
     assert seen == set(RULES) - restart_only
@@ -169,8 +182,7 @@ def test_attribute_spellings_are_equivalent() -> None:
         assert info.value.code == "INVALID_MAX_WALL_TIME"
 
 
-def test_lone_relation_and_multirequest_validate() -> None:
-    assert validate("executable = /bin/date") == parse("executable = /bin/date")
+def test_multirequest_validates() -> None:
     out = validate("+(&(executable = a)(count = 2))(executable = b)")
     assert len(out.operands) == 2
 

@@ -257,3 +257,16 @@ def test_single_run_says_how_many_jobs_never_finished_above_its_table(tmp_path: 
     code, out, _ = invoke(str(trace), "--config", str(cfg), "--no-groups")
     assert code == 0
     assert out.index("never finished") < out.index("jobs unfinished")
+
+
+def test_not_an_swf_trace_is_said_before_asking_for_procs(tmp_path: Path) -> None:
+    binary = tmp_path / "prog"
+    binary.write_bytes(b"\x7fELF\x02\x01\x01" + bytes(range(256)) * 4)
+    code, out, err = invoke(str(binary))
+    assert code == 1 and "not an SWF trace: binary data" in err and "--procs" not in err
+    assert "ELF" not in out + err  # no raw bytes on the terminal
+    text = tmp_path / "notes.txt"
+    text.write_text("hello world\n")
+    code, _, err = invoke(str(text))
+    assert code == 1 and "notes.txt:1:" in err and "not an SWF trace: line 1" in err
+    assert "--procs" not in err

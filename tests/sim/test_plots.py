@@ -43,3 +43,30 @@ def test_plots_are_png_files(tmp_path: Path) -> None:
 def test_gantt_refuses_an_empty_window(tmp_path: Path) -> None:
     with pytest.raises(PlotError, match="empty Gantt window"):
         plot_gantt([], (10, 10), tmp_path / "g.png")
+
+
+def test_gantt_reads_days_and_has_a_processor_axis() -> None:
+    from grid_tasks.sim.plots import DAY, gantt_figure
+
+    jobs = [ran("a", 0, 0.5 * DAY, 1.5 * DAY, 2), ran("b", 0, DAY, 2 * DAY, 3)]
+    fig = gantt_figure(jobs, (0.0, 2 * DAY), procs=8)
+    rows, busy = fig.axes[:2]
+    assert rows.get_xlim() == (0.0, 2.0)  # days, as the utilization plot
+    assert busy.get_xlabel() == "time since trace start (days)"
+    assert busy.get_ylabel() == "processors busy" and busy.get_ylim()[1] >= 8
+    running = [p for p in rows.patches if p.get_facecolor()[:3] != (1, 1, 1)][1::2]
+    assert [(p.get_x(), p.get_width()) for p in running] == [(0.5, 1.0), (1.0, 1.0)]
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    for ax in (rows, busy):  # legends beside the axes, never over a bar or a curve
+        assert ax.get_legend().get_window_extent(renderer).x0 >= \
+            ax.get_window_extent(renderer).x1
+
+
+def test_busy_steps_count_processors_inside_the_window() -> None:
+    from grid_tasks.sim.plots import busy_steps
+
+    jobs = [ran("a", 0, 0, 50, 2), ran("b", 0, 20, 100, 3), ran("c", 0, 200, 300, 4)]
+    x, y = busy_steps(jobs, 10, 60)
+    steps = dict(zip(x.tolist(), y.tolist()))  # the last level at each time
+    assert steps == {10.0: 2.0, 20.0: 5.0, 50.0: 3.0, 60.0: 0.0}

@@ -245,3 +245,49 @@ def test_large_finite_fractional_fields_still_read(tmp_path: Path) -> None:
     path = write_swf(tmp_path / "t.swf", [" ".join(parts)])
     (rec,) = list(read_swf(path))
     assert rec.run_time == rec.avg_cpu_time == 1e308
+
+
+# --- files that are not SWF traces are told apart when opened --------------------------
+
+def test_binary_file_is_not_an_swf_trace(tmp_path: Path) -> None:
+    path = tmp_path / "a.out"
+    path.write_bytes(b"; Version: 2.2\n1 2 3\x00\x01\x02 binary" + bytes(range(256)) * 20)
+    with pytest.raises(SWFError) as info:
+        SWFReader(path)
+    err = info.value
+    assert err.code == "NOT_SWF" and (err.line, err.column) == (2, 6)
+    assert "not an SWF trace: binary data (byte 0x00" in err.message
+    assert "\x00" not in err.pretty() and err.pretty() == str(err)  # no raw bytes shown
+
+
+def test_text_without_header_whose_first_line_is_no_job_is_not_a_trace(tmp_path: Path) -> None:
+    path = tmp_path / "jobs.csv"
+    path.write_text("\n# jobs\njob,submit,wait\n1,2,3\n")
+    for skip_bad in (False, True):  # --skip-bad would otherwise skip the whole file
+        with pytest.raises(SWFError) as info:
+            SWFReader(path, skip_bad=skip_bad)
+        assert info.value.code == "NOT_SWF" and info.value.line == 2
+        assert "not an SWF trace: line 2 is not a job line" in info.value.message
+
+
+def test_a_bad_first_job_line_of_a_real_trace_is_reported_when_opened(tmp_path: Path) -> None:
+    path = write_swf(tmp_path / "t.swf", ["1 2 3", swf_line(2, 10, 5, 1)], header=HEADER)
+    with pytest.raises(SWFError) as info:
+        SWFReader(path)
+    assert info.value.code == "BAD_SWF_LINE" and info.value.line == len(HEADER) + 1
+    reader = SWFReader(path, skip_bad=True)  # with its header it is a trace: skip the line
+    assert [r.job_number for r in reader] == [2] and reader.bad_lines == 1
+
+
+def test_latin1_header_text_is_still_text(tmp_path: Path) -> None:
+    path = tmp_path / "t.swf"
+    path.write_bytes(b"; Installation: Universit\xe9\n" + swf_line(1, 0, 5, 1).encode() + b"\n")
+    assert [r.job_number for r in SWFReader(path)] == [1]
+
+
+def test_gzipped_binary_is_not_an_swf_trace(tmp_path: Path) -> None:
+    path = tmp_path / "core.gz"
+    path.write_bytes(gzip.compress(b"\x00\x01ELF" + bytes(range(256)) * 40))
+    with pytest.raises(SWFError) as info:
+        SWFReader(path)
+    assert info.value.code == "NOT_SWF" and (info.value.line, info.value.column) == (1, 1)

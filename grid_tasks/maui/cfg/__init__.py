@@ -8,7 +8,12 @@ Pure code (no Celery, Redis, SQL, clock).  :mod:`.params` is the schema (names, 
 Maui's defaults); :mod:`.types` the value types; ``maui_cfg.lark`` the grammar.
 """
 
-from grid_tasks.maui.cfg.model import MauiConfig, MauiConfigError, MauiConfigWarning
+from grid_tasks.maui.cfg.model import (
+    MauiConfig,
+    MauiConfigError,
+    MauiConfigErrors,
+    MauiConfigWarning,
+)
 from grid_tasks.maui.cfg.params import (
     ALIASES,
     CREDENTIAL_KINDS,
@@ -29,6 +34,7 @@ __all__ = [
     "FairshareTarget",
     "MauiConfig",
     "MauiConfigError",
+    "MauiConfigErrors",
     "MauiConfigWarning",
     "Param",
     "load_maui_config",

@@ -19,6 +19,30 @@ class MauiConfigError(SourceError):
     """A maui.cfg cannot be read: bad syntax or a wrong value (line and column of it)."""
 
 
+class MauiConfigErrors(MauiConfigError):
+    """Several errors in one maui.cfg, in file order, so that one run reports them all.
+
+    Located at the first; ``errors`` holds every one (each with its line and column),
+    and the caret display shows each in turn.
+    """
+
+    def __init__(self, errors: list[MauiConfigError]) -> None:
+        self.errors = list(errors)
+        first = self.errors[0]
+        super().__init__(first.message, source=first.source, line=first.line,
+                         column=first.column, code=first.code, key=first.key, text=first.text)
+
+    def __str__(self) -> str:
+        return "\n".join(str(error) for error in self.errors)
+
+    def pretty(self) -> str:
+        shown = "\n".join(error.pretty() for error in self.errors)
+        return f"{shown}\n{len(self.errors)} errors in {self.source}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**self.errors[0].to_dict(), "errors": [e.to_dict() for e in self.errors]}
+
+
 @dataclass(frozen=True)
 class MauiConfigWarning:
     """Something in a maui.cfg was ignored or looks wrong, but reading went on."""
@@ -200,4 +224,5 @@ class MauiConfig:
         }
 
 
-__all__ = ["MauiConfig", "MauiConfigError", "MauiConfigWarning", "Setting", "jsonable"]
+__all__ = ["MauiConfig", "MauiConfigError", "MauiConfigErrors", "MauiConfigWarning", "Setting",
+           "jsonable"]

@@ -68,7 +68,9 @@ _W = Int()  # priority weights: any integer, negative weights are legal in Maui
 
 _TABLE: tuple[Param, ...] = (
     # --- scheduling loop, reservations, backfill -------------------------------------
-    _p("RMPOLLINTERVAL", Time(), 60, "scheduling", "time between scheduling iterations"),
+    # At least a second: the iteration is a beat entry of this period, 0 would spin.
+    _p("RMPOLLINTERVAL", Time(minimum=1), 60, "scheduling",
+       "time between scheduling iterations"),
     _p("RESERVATIONDEPTH", Int(0), 1, "scheduling",
        "how many blocked top jobs get a reservation (1 = EASY; large = conservative)"),
     _p("RESERVATIONPOLICY", Choice(*RESERVATION_POLICIES), "CURRENTHIGHEST", "scheduling",
@@ -148,8 +150,10 @@ _TABLE: tuple[Param, ...] = (
     # --- fairshare --------------------------------------------------------------------
     _p("FSPOLICY", Choice(*FS_POLICIES), "NONE", "fairshare", "usage metric for fairshare"),
     _p("FSDEPTH", Int(1, 32), 8, "fairshare", "fairshare windows remembered"),
-    _p("FSINTERVAL", Time(), 43200, "fairshare", "length of one fairshare window"),
-    _p("FSDECAY", Float(0.0), 1.0, "fairshare", "weight of each older window (0..1)"),
+    # A window of 0 s would divide usage times by zero (windows are now // FSINTERVAL).
+    _p("FSINTERVAL", Time(minimum=1), 43200, "fairshare", "length of one fairshare window"),
+    # The admin guide's range for FSDECAY is 0.01 to 1.0 (1.0: no decay).
+    _p("FSDECAY", Float(0.01, 1.0), 1.0, "fairshare", "weight of each older window (0.01..1)"),
     _p("FSENFORCEMENT", Bool(), False, "fairshare", "enforce ceilings/caps as limits"),
     # --- throttling: system-wide defaults (per-credential limits live in *CFG lines) ---
     _p("MAXJOBPERUSERCOUNT", Throttle(), (-1, -1), "throttling", "running jobs per user"),

@@ -1,4 +1,4 @@
-"""Reading maui.cfg: the lark grammar gives statements, the schema gives them types.
+"""Reading maui.cfg: :mod:`.syntax` gives statements, the schema gives them types.
 
 Pure code: no I/O except :func:`load_maui_config`, which reads the one file it is given.
 """
@@ -6,13 +6,8 @@ Pure code: no I/O except :func:`load_maui_config`, which reads the one file it i
 from __future__ import annotations
 
 import difflib
-from dataclasses import dataclass
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
-
-from lark import Lark, Token, Transformer
-from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedToken
 
 from grid_tasks.maui.cfg.model import MauiConfig, MauiConfigError, MauiConfigWarning, Setting
 from grid_tasks.maui.cfg.params import (
@@ -23,117 +18,19 @@ from grid_tasks.maui.cfg.params import (
     ObjectParam,
     Param,
 )
+from grid_tasks.maui.cfg.syntax import (
+    MAX_ERRORS,
+    Item,
+    Statement,
+    combined,
+    parse_statements,
+    statements_and_errors,
+)
 from grid_tasks.maui.cfg.types import Str, ValueProblem, ValueType
 
-_GRAMMAR = Path(__file__).with_name("maui_cfg.lark")
+__all__ = ["load_maui_config", "parse_maui_config", "parse_statements"]
 
-
-@dataclass(frozen=True)
-class Item:
-    """One word after the parameter name; ``key`` is set for ``KEY=VALUE`` words."""
-
-    text: str  # the whole word as written (for KEY=VALUE: "KEY=VALUE")
-    line: int
-    column: int
-    key: str | None = None
-    value: str = ""
-    value_column: int = 0
-
-
-@dataclass(frozen=True)
-class Statement:
-    """One logical line: ``NAME[index] item item ...``."""
-
-    name: str
-    index: str | None
-    line: int
-    column: int
-    index_column: int
-    items: tuple[Item, ...]
-
-
-class _ToStatements(Transformer):
-    """Parse tree -> list of :class:`Statement`, keeping every position."""
-
-    def start(self, children: list[Statement]) -> list[Statement]:
-        return list(children)
-
-    def statement(self, children: list[Any]) -> Statement:
-        head: Token = children[0]
-        name, index, index_column = _split_head(head)
-        items = tuple(_item(tok) for tok in children[1:])
-        return Statement(name, index, head.line, head.column, index_column, items)
-
-
-def _split_head(head: Token) -> tuple[str, str | None, int]:
-    text = str(head)
-    if "[" not in text:
-        return text, None, 0
-    name, _, rest = text.partition("[")
-    inner = rest[:-1]
-    stripped = inner.strip()
-    column = head.column + len(name) + 1 + (len(inner) - len(inner.lstrip()))
-    return name, stripped, column
-
-
-def _item(tok: Token) -> Item:
-    text = str(tok)
-    if tok.type == "STRING":
-        return Item(text[1:-1], tok.line, tok.column, value=text[1:-1],
-                    value_column=tok.column + 1)
-    if tok.type == "PAIR":
-        key, _, value = text.partition("=")
-        return Item(text, tok.line, tok.column, key=key, value=value,
-                    value_column=tok.column + len(key) + 1)
-    return Item(text, tok.line, tok.column, value=text, value_column=tok.column)
-
-
-@lru_cache(maxsize=1)
-def _parser() -> Lark:
-    return Lark(_GRAMMAR.read_text(encoding="utf-8"), parser="lalr", lexer="contextual",
-                propagate_positions=False, maybe_placeholders=False)
-
-
-def parse_statements(text: str, source: str = "<string>") -> list[Statement]:
-    """The statements of a maui.cfg text, untyped; syntax errors raise MauiConfigError."""
-    if not text.endswith("\n"):
-        text += "\n"  # a final backslash continuation still needs its newline
-    try:
-        tree = _parser().parse(text)
-    except UnexpectedInput as exc:
-        raise _syntax_error(exc, text, source) from None
-    return _ToStatements().transform(tree)
-
-
-def _syntax_error(exc: UnexpectedInput, text: str, source: str) -> MauiConfigError:
-    line, column = getattr(exc, "line", None), getattr(exc, "column", None)
-    if not isinstance(line, int) or line < 1:
-        line, column = text.count("\n") or 1, 1
-    return MauiConfigError(_syntax_message(exc, text), source=source, line=line,
-                           column=column, code="SYNTAX", text=text)
-
-
-def _syntax_message(exc: UnexpectedInput, text: str) -> str:
-    """Say what went wrong in the terms of maui.cfg, not of the grammar."""
-    if isinstance(exc, UnexpectedCharacters):
-        char = text[exc.pos_in_stream] if exc.pos_in_stream < len(text) else ""
-        if char == "\\":
-            return "a backslash must end the line (it continues the statement)"
-        if char == '"':
-            return "unterminated quoted string"
-        if _at_line_start(text, exc.pos_in_stream):
-            return f"expected a parameter name, got {char!r}"
-        return f"unexpected character {char!r}"
-    if isinstance(exc, UnexpectedToken) and exc.token.type != "$END":
-        if _at_line_start(text, exc.token.start_pos or 0):
-            return f"expected a parameter name, got {str(exc.token)!r}"
-        return f"unexpected {str(exc.token)!r}"
-    return "unexpected end of file"
-
-
-def _at_line_start(text: str, pos: int) -> bool:
-    start = text.rfind("\n", 0, pos) + 1
-    return text[start:pos].strip() == ""
+_PERIOD_SECONDS = {"DAY": 86400, "WEEK": 7 * 86400}
 
 
 class _Reader:
@@ -144,6 +41,7 @@ class _Reader:
         self.source = source
         self.config = MauiConfig(source=source)
         self.sr_names: dict[str, str] = {}
+        self.errors: list[MauiConfigError] = []
 
     # --- diagnostics ----------------------------------------------------------------
 
@@ -158,8 +56,13 @@ class _Reader:
     # --- statements -----------------------------------------------------------------
 
     def read(self, statements: list[Statement]) -> MauiConfig:
+        """Type every statement; a wrong one is recorded and the next one read anyway."""
         for st in statements:
-            self.statement(st)
+            try:
+                self.statement(st)
+            except MauiConfigError as exc:
+                self.errors.append(exc)
+        self.check_sr_times()
         self.apply_sr_names()
         return self.config
 
@@ -239,7 +142,12 @@ class _Reader:
                              code="MISSING_INDEX")
         entry = self.config.objects.setdefault(param.name, {}).setdefault(st.index, {})
         for item in st.items:
-            if self.pair(param, item, entry):
+            try:
+                kept = self.pair(param, item, entry)
+            except MauiConfigError as exc:
+                self.errors.append(exc)  # the other pairs of the line are still checked
+                continue
+            if kept:
                 self.config.positions[(param.name, st.index, item.key.upper())] = \
                     (item.line, item.column)  # type: ignore[union-attr]
 
@@ -281,11 +189,34 @@ class _Reader:
         value, _, _ = self.typed_words(st, vtype, st.name.upper())
         self.config.objects.setdefault("SRCFG", {}).setdefault(st.index, {})[key] = value
 
+    def check_sr_times(self) -> None:
+        """STARTTIME and ENDTIME of a standing reservation are offsets into its PERIOD:
+        a time of day for PERIOD=DAY (Maui's default), of the week for PERIOD=WEEK."""
+        for index, keys in self.config.objects.get("SRCFG", {}).items():
+            period = keys.get("PERIOD", "DAY")
+            length = _PERIOD_SECONDS.get(period)
+            for key in ("STARTTIME", "ENDTIME") if length else ():
+                value = keys.get(key)
+                if value is None or value < length or (key == "ENDTIME" and value == length):
+                    continue
+                line, column = self.config.positions.get(("SRCFG", index, key), (0, 0))
+                self.errors.append(self.error(
+                    f"SRCFG[{index}] {key}={_hours(value)} is past the end of its "
+                    f"PERIOD={period} ({key} is an offset into the {period.lower()}, "
+                    f"below {_hours(length)})", line or 1,
+                    column + len(key) + 1 if line else 1, key=key, code="RANGE"))
+
     def apply_sr_names(self) -> None:
         table = self.config.objects.get("SRCFG", {})
         for index, name in self.sr_names.items():
             keys = table.pop(index, {})
             table.setdefault(name, {}).update(keys)
+
+
+def _hours(seconds: int) -> str:
+    """HH:MM:SS with hours past 24 kept as hours, as a time of day is written."""
+    hours, rest = divmod(int(seconds), 3600)
+    return f"{hours:02d}:{rest // 60:02d}:{rest % 60:02d}"
 
 
 def _locate(items: tuple[Item, ...], words: list[str], offset: int) -> tuple[int, int]:
@@ -302,9 +233,17 @@ def _locate(items: tuple[Item, ...], words: list[str], offset: int) -> tuple[int
 
 def parse_maui_config(text: str, source: str = "<string>") -> MauiConfig:
     """Read maui.cfg text.  Unknown parameters and keys become warnings; a syntax error
-    or a wrong value raises :class:`MauiConfigError` with its line and column."""
-    statements = parse_statements(text, source)
-    return _Reader(text, source).read(statements)
+    or a wrong value raises :class:`MauiConfigError` with its line and column.
+
+    The whole file is always read: with several errors, :class:`MauiConfigErrors`
+    carries every one of them (syntax and values), in file order."""
+    statements, errors = statements_and_errors(text, source)
+    reader = _Reader(text, source)
+    config = reader.read(statements)
+    errors += reader.errors
+    if errors:
+        raise combined(errors[:MAX_ERRORS])
+    return config
 
 
 def load_maui_config(path: str | Path) -> MauiConfig:

@@ -100,12 +100,13 @@ class Int(ValueType):
 
 
 class Float(ValueType):
-    """A real number, optionally bounded below."""
+    """A real number, optionally bounded (Maui documents ranges such as FSDECAY's)."""
 
     label = "number"
 
-    def __init__(self, minimum: float | None = None) -> None:
+    def __init__(self, minimum: float | None = None, maximum: float | None = None) -> None:
         self.minimum = minimum
+        self.maximum = maximum
 
     def parse(self, text: str) -> float:
         if not _FLOAT_RE.fullmatch(text):
@@ -115,10 +116,19 @@ class Float(ValueType):
             raise ValueProblem(f"number out of range: {_shorten(text)}")
         if self.minimum is not None and value < self.minimum:
             raise ValueProblem(f"must be at least {self.minimum}, got {value}")
+        if self.maximum is not None and value > self.maximum:
+            raise ValueProblem(f"must be at most {self.maximum}, got {value}")
         return value
 
     def format(self, value: Any) -> str:
         return repr(float(value))
+
+    def describe(self) -> str:
+        if self.minimum is not None and self.maximum is not None:
+            return f"number from {self.minimum} to {self.maximum}"
+        if self.minimum is not None:
+            return f"number >= {self.minimum}"
+        return "number"
 
 
 _TRUE = {"TRUE", "YES", "ON", "1"}
@@ -162,10 +172,17 @@ class Time(ValueType):
 
     label = "time"
 
-    def __init__(self, allow_negative: bool = False) -> None:
+    def __init__(self, allow_negative: bool = False, minimum: int | None = None) -> None:
         self.allow_negative = allow_negative
+        self.minimum = minimum  # e.g. 1 s where a zero interval would divide by zero
 
     def parse(self, text: str) -> int:
+        value = self._parse(text)
+        if self.minimum is not None and value < self.minimum:
+            raise ValueProblem(f"must be at least {self.format(self.minimum)}, got {text!r}")
+        return value
+
+    def _parse(self, text: str) -> int:
         if text.upper() == "INFINITY":
             return INFINITY
         if ":" not in text:

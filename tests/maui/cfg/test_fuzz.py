@@ -81,11 +81,12 @@ def value_strategy(vtype: ValueType) -> st.SearchStrategy[Any]:
         return st.integers(vtype.minimum if vtype.minimum is not None else -10**9,
                            vtype.maximum if vtype.maximum is not None else 10**9)
     if isinstance(vtype, Float):
-        return st.floats(vtype.minimum or 0.0, 1e9, allow_nan=False, allow_infinity=False)
+        top = vtype.maximum if vtype.maximum is not None else 1e9
+        return st.floats(vtype.minimum or 0.0, top, allow_nan=False, allow_infinity=False)
     if isinstance(vtype, Bool):
         return st.booleans()
     if isinstance(vtype, Time):
-        return st.one_of(st.integers(0, 400 * 86400), st.just(INFINITY))
+        return st.one_of(st.integers(vtype.minimum or 0, 400 * 86400), st.just(INFINITY))
     if isinstance(vtype, Choice):
         return st.sampled_from(vtype.choices)
     if isinstance(vtype, Days):
@@ -131,6 +132,18 @@ def objects(draw: st.DrawFn, keys: dict[str, ValueType]) -> dict[str, dict[str, 
     return result
 
 
+_PERIOD = {"DAY": 86400, "WEEK": 7 * 86400}
+
+
+def _in_period(values: dict[str, Any]) -> dict[str, Any]:
+    """A standing reservation's STARTTIME/ENDTIME brought inside its PERIOD (the reader
+    refuses a start past the end of its day or week)."""
+    length = _PERIOD.get(values.get("PERIOD", "DAY"))
+    if length is None:
+        return values
+    return {k: v % length if k in ("STARTTIME", "ENDTIME") else v for k, v in values.items()}
+
+
 def _line(head: str, keys: dict[str, ValueType], values: dict[str, Any], style: int) -> str:
     pairs = [f"{k}={keys[k].format(v)}" for k, v in values.items()]
     if style == 1 and len(pairs) > 1:  # split over continuation lines
@@ -150,6 +163,7 @@ _QOS_KEYS = OBJECT_PARAMETERS["QOSCFG"].keys
        style=st.integers(0, 2), eq=st.booleans())
 def test_generated_config_reads_back(plain: dict[str, Any], users: dict, qos: dict,
                                      srs: dict, nodes: dict, style: int, eq: bool) -> None:
+    srs = {name: _in_period(values) for name, values in srs.items()}
     text = "# generated\n"
     for name, value in plain.items():
         sep = "=" if eq else "   "
