@@ -20,6 +20,7 @@ import secrets
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -29,6 +30,7 @@ from types import TracebackType
 import psutil
 
 from grid_tasks.embedded.redis_server import free_port
+from grid_tasks.embedded.supervisor import die_with_parent
 from grid_tasks.errors import ConfigError, ConnectivityError
 from grid_tasks.private_files import private_dir, private_file
 
@@ -65,9 +67,12 @@ def _ports(count: int) -> list[int]:
 
 
 def _spawn(argv: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
+    """A daemon in its own session that dies with the thread starting it (a test or
+    benchmark killed mid-way leaves no cluster behind)."""
     with open(log, "ab") as out:  # the daemon's own stdout/stderr, beside its log file
         return subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=out,
-                                stderr=subprocess.STDOUT, start_new_session=True)
+                                stderr=subprocess.STDOUT, start_new_session=True,
+                                preexec_fn=die_with_parent if sys.platform.startswith("linux") else None)
 
 
 def _stop(proc: subprocess.Popen[bytes] | None, timeout: float = 5.0) -> None:
@@ -183,7 +188,7 @@ class SlurmCluster:
             "SchedulerType": "sched/backfill", "SchedulerParameters": self.scheduler_parameters,
             "SelectType": "select/cons_tres", "SelectTypeParameters": "CR_CPU",
             "ReturnToService": 2, "MpiDefault": "none", "SlurmdParameters": "config_overrides",
-            "MinJobAge": 300,
+            "MinJobAge": 300, "KillWait": 3,
         }
         text = "".join(f"{key}={value}\n" for key, value in lines.items())
         nodes = f"{self.name}[1-{self.nodes}]"

@@ -17,6 +17,7 @@ import shutil
 import subprocess
 from collections.abc import Iterable
 from dataclasses import dataclass
+from datetime import datetime
 
 from grid_tasks.slurm import parse
 from grid_tasks.slurm.errors import SlurmRefused, SlurmUnavailable
@@ -90,6 +91,35 @@ class SlurmClient:
 
     def cancel(self, job_id: int, user: str | None = None) -> None:
         self.run("scancel", str(job_id), user=user, what=f"cancel of Slurm job {job_id}")
+
+    # -- advance reservations (root or a Slurm operator) ----------------------------
+    def reserve(self, name: str, start: datetime, duration_s: int, cpus: int, user: str,
+                flags: tuple[str, ...] = ()) -> None:
+        """Reserve ``cpus`` processors of the partition for ``user`` from ``start`` for
+        ``duration_s`` (whole minutes, rounded up: a job longer than its reservation
+        is killed at its end).  ``flags`` e.g. ``("FLEX",)`` to allow an early start."""
+        args = ["create", "reservation", f"reservationname={name}",
+                f"starttime={_slurm_time(start)}", f"duration={minutes(duration_s)}",
+                f"users={user}", f"corecnt={cpus}"]
+        if self.partition:
+            args.append(f"partitionname={self.partition}")
+        if flags:
+            args.append(f"flags={','.join(flags)}")
+        self.run("scontrol", *args, what=f"reservation {name}")
+
+    def move_reservation(self, name: str, start: datetime) -> None:
+        """Move the reservation's start (to now: its job starts in the next pass)."""
+        self.run("scontrol", "update", f"reservation={name}", f"starttime={_slurm_time(start)}",
+                 what=f"reservation {name}")
+
+    def release(self, name: str) -> None:
+        """Delete the reservation (Slurm refuses while a job runs in it)."""
+        self.run("scontrol", "delete", f"reservation={name}", what=f"release of reservation {name}")
+
+
+def _slurm_time(when: datetime) -> str:
+    """An aware time as Slurm reads it: this host's local time, whole seconds."""
+    return when.astimezone().replace(tzinfo=None, microsecond=0).isoformat()
 
 
 def _tasks(options: tuple[str, ...]) -> int:

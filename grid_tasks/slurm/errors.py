@@ -24,3 +24,7 @@ class SlurmUnavailable(SlurmError):
 
 class SlurmRefused(SlurmError):
     """Slurm answered and refused the request (sbatch, scontrol or scancel error)."""
+
+
+class ReservationInUse(SlurmRefused):
+    """Slurm keeps a reservation while a job runs in it: release again once it ended."""

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
-from grid_tasks.slurm.errors import SlurmRefused, SlurmUnavailable
+from grid_tasks.slurm.errors import ReservationInUse, SlurmRefused, SlurmUnavailable
 from grid_tasks.states import JobState
 
 _TEST_ONLY = re.compile(
@@ -103,6 +103,8 @@ def refusal(stderr: str, what: str) -> SlurmUnavailable | SlurmRefused:
     low = text.lower()
     if any(sign in low for sign in _UNREACHABLE):
         return SlurmUnavailable(f"{what}: Slurm controller unreachable: {text}")
+    if "reservation is in use" in low:
+        return ReservationInUse(f"{what}: a job still runs in it ({text})", code="INVALID_REQUEST")
     code = next((code for sign, code in _REFUSALS if sign in low), "INVALID_REQUEST")
     return SlurmRefused(f"{what} refused by Slurm: {text}", code=code)
 

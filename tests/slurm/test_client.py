@@ -8,6 +8,7 @@ import shutil
 import tempfile
 import time
 from collections.abc import Iterator
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,7 @@ import pytest
 from grid_tasks.embedded.slurm_cluster import SlurmSite, missing_binaries
 from grid_tasks.rsl import lower
 from grid_tasks.slurm import SlurmClient, SlurmRefused, SlurmUnavailable, batch_job
+from grid_tasks.slurm.errors import ReservationInUse
 from grid_tasks.slurm.parse import SlurmJob
 from grid_tasks.states import JobState
 
@@ -110,3 +112,52 @@ def test_a_cluster_that_is_down_is_unavailable(tmp_path):
     with pytest.raises(SlurmUnavailable) as err:
         SlurmClient(str(conf), timeout=1).capacity()
     assert err.value.code == "CONNECTION_FAILED"
+
+
+def test_a_reserved_job_starts_with_its_reservation_and_sooner_when_moved(client, open_dir):
+    """Slurm checks reservations every 5 s: a job waits for its reservation's start and
+    begins within that check after it; moving the start to now starts it at once."""
+    start = datetime.now(timezone.utc) + timedelta(seconds=4)
+    client.reserve("gt-r1", start, 60, 2, "root")
+    try:
+        jid = submit(client, "&(executable=/bin/true)(count=2)(maxWallTime=1)", open_dir,
+                     reservation="gt-r1")
+        assert follow(client, jid, {JobState.PENDING}).reason in ("Reservation", "None", "Resources")
+        done = follow(client, jid, {JobState.DONE})
+        assert start.timestamp() - 1 <= done.start_time <= start.timestamp() + 6
+    finally:
+        _release(client, "gt-r1")
+    later = datetime.now(timezone.utc) + timedelta(minutes=10)
+    client.reserve("gt-r2", later, 60, 1, "root")
+    try:
+        jid = submit(client, "&(executable=/bin/true)(maxWallTime=1)", open_dir, reservation="gt-r2")
+        moved_at = time.time()
+        client.move_reservation("gt-r2", datetime.now(timezone.utc))
+        done = follow(client, jid, {JobState.DONE})
+        assert done.start_time - moved_at < 6
+    finally:
+        _release(client, "gt-r2")
+
+
+def test_a_reservation_in_use_is_not_released(client, open_dir):
+    client.reserve("gt-r3", datetime.now(timezone.utc), 60, 1, "root")
+    jid = submit(client, "&(executable=/bin/sleep)(arguments=60)(jobType=single)(maxWallTime=1)",
+                 open_dir, reservation="gt-r3")
+    try:
+        follow(client, jid, {JobState.ACTIVE})
+        with pytest.raises(ReservationInUse):
+            client.release("gt-r3")
+    finally:
+        client.cancel(jid)
+        follow(client, jid, {JobState.FAILED})
+        _release(client, "gt-r3")
+
+
+def _release(client: SlurmClient, name: str) -> None:
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            return client.release(name)
+        except ReservationInUse:
+            assert time.monotonic() < deadline
+            time.sleep(0.2)
