@@ -17,6 +17,15 @@ surely misspelt, such as ``memroy_mb``; RM-level attributes are inherited by its
     arch = "x86_64"
     os = "linux"
 
+A Slurm cluster is a resource manager of its own kind: Slurm schedules it and knows
+its nodes, so its table names how to reach it instead of listing nodes::
+
+    [rm.slurmA]
+    kind = "slurm"
+    slurm_conf = "/etc/slurm/slurm.conf"   # SLURM_CONF of its client commands
+    partition = "batch"                     # optional: Slurm's default partition
+    account = "grid"                        # optional: the Slurm account charged
+
 Node names are unique across the whole grid: a host belongs to one cluster,
 and counting it twice would overcommit it.  Malformed files raise
 :class:`~grid_tasks.errors.ConfigError` naming the file, line and key.
@@ -29,6 +38,7 @@ import re
 import tomllib
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from enum import Enum
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -36,8 +46,8 @@ from typing import Any
 from grid_tasks.errors import ConfigError, NotFoundError
 from grid_tasks.tomlpos import hostile_value_error, locate_key, syntax_error
 
-__all__ = ["GridTopology", "NodeSpec", "ResourceManagerSpec", "load_topology",
-           "locate_key", "parse_topology"]
+__all__ = ["GridTopology", "NodeSpec", "RMKind", "ResourceManagerSpec", "SlurmSpec",
+           "load_topology", "locate_key", "parse_topology"]
 
 AttrValue = str | int | float | bool
 
@@ -49,7 +59,8 @@ RESERVED_ATTRS = frozenset({"name", "rm", "procs", "memory", "disk", "swap", "fe
 #: The keys the schema gives a meaning to, per table.  Any other key is a free attribute,
 #: unless it is so close to one of these that it is surely a misspelling of it.
 NODE_KEYS = (*RESOURCE_KEYS, "features")
-RM_KEYS = ("policy_file", "node")
+RM_KEYS = ("policy_file", "node", "kind")
+SLURM_KEYS = ("slurm_conf", "partition", "account")
 #: How alike (difflib's ratio) a free attribute may be to a schema key before it is
 #: taken for a typo: catches memroy_mb, feature, polcy_file; spares arch, os, gpus, site.
 TYPO_CUTOFF = 0.8
@@ -83,14 +94,36 @@ class NodeSpec:
                 "attributes": dict(self.attributes)}
 
 
+class RMKind(str, Enum):
+    """Who schedules a resource manager: grid_tasks' own Maui core on its node daemons,
+    or a Slurm cluster's controller."""
+
+    MAUI = "maui"
+    SLURM = "slurm"
+
+
+@dataclass(frozen=True)
+class SlurmSpec:
+    """How to reach a Slurm cluster: its configuration (selects controller and ports for
+    the client commands), the partition and the Slurm account to use (Slurm's defaults
+    when None)."""
+
+    slurm_conf: Path
+    partition: str | None = None
+    account: str | None = None
+
+
 @dataclass(frozen=True)
 class ResourceManagerSpec:
-    """A resource manager (cluster): its policy file and its nodes."""
+    """A resource manager (cluster): its policy file and its nodes, or for a Slurm
+    cluster how to reach it (its nodes are Slurm's)."""
 
     name: str
     policy_file: Path | None
     nodes: tuple[NodeSpec, ...]
     attributes: Mapping[str, AttrValue] = field(default_factory=dict, hash=False)
+    kind: RMKind = RMKind.MAUI
+    slurm: SlurmSpec | None = None
 
     def node(self, name: str) -> NodeSpec:
         """The node called ``name``; :class:`NotFoundError` if it is not in this RM."""
@@ -121,6 +154,10 @@ class GridTopology:
     def node(self, rm: str, name: str) -> NodeSpec:
         """The node ``name`` of resource manager ``rm``; :class:`NotFoundError` if unknown."""
         return self.rm(rm).node(name)
+
+    def of_kind(self, kind: RMKind) -> list[ResourceManagerSpec]:
+        """The resource managers of one kind, in file order."""
+        return [spec for spec in self.rms.values() if spec.kind is kind]
 
     def iter_nodes(self) -> Iterator[NodeSpec]:
         """Every node of every resource manager, in file order."""
@@ -211,6 +248,9 @@ class _Builder:
         self.check_name(name, "resource manager", path)
         if not isinstance(body, dict):
             raise self.error(f"resource manager {name!r} must be a table", path)
+        kind = self.kind(body.get("kind", RMKind.MAUI.value), path + ("kind",))
+        if kind is RMKind.SLURM:
+            return self.build_slurm(name, body)
         policy = body.get("policy_file")
         if policy is not None and (not isinstance(policy, str) or not policy):
             raise self.error("policy_file must be a non-empty string path", path + ("policy_file",))
@@ -222,12 +262,45 @@ class _Builder:
                 raise self.error(f"{key!r} belongs to a node: set it in [rm.{name}.node.<name>] "
                                  "(resource manager attributes are inherited as free "
                                  "attributes, not as resources)", path + (key,))
+            if key in SLURM_KEYS:
+                raise self.error(f"{key!r} is for a Slurm cluster: add kind = \"slurm\"",
+                                 path + (key,))
         attrs = self.attributes(body, path, skip=set(RM_KEYS), schema=RM_KEYS + NODE_KEYS)
         nodes = tuple(self.build_node(name, n, b, attrs) for n, b in nodes_body.items())
         if not nodes:
             raise self.error(f"resource manager {name!r} has no nodes", path)
         policy_path = None if policy is None else self._resolve(policy)
         return ResourceManagerSpec(name, policy_path, nodes, MappingProxyType(attrs))
+
+    def kind(self, value: Any, path: tuple[str, ...]) -> RMKind:
+        try:
+            return RMKind(value)
+        except ValueError:
+            kinds = ", ".join(repr(k.value) for k in RMKind)
+            raise self.error(f"kind must be one of {kinds}, got {value!r}", path) from None
+
+    def build_slurm(self, name: str, body: dict[str, Any]) -> ResourceManagerSpec:
+        """A Slurm cluster: how to reach it; nodes and a policy file are Slurm's own."""
+        path = ("rm", name)
+        for key in ("node", "policy_file", *RESOURCE_KEYS, "features"):
+            if key in body:
+                raise self.error(f"{key!r} does not apply to a Slurm cluster: Slurm knows its "
+                                 "nodes and schedules them itself", path + (key,))
+        conf = body.get("slurm_conf")
+        if not isinstance(conf, str) or not conf:
+            raise self.error(f"Slurm cluster {name!r} needs slurm_conf (the path of its "
+                             "slurm.conf, as SLURM_CONF)", path + ("slurm_conf",))
+        texts = {}
+        for key in ("partition", "account"):
+            value = body.get(key)
+            if value is not None and (not isinstance(value, str) or not NAME_RE.match(value)):
+                raise self.error(f"{key} must be a Slurm name (letters, digits, '_', '-')",
+                                 path + (key,))
+            texts[key] = value
+        attrs = self.attributes(body, path, skip={"kind", *SLURM_KEYS},
+                                schema=RM_KEYS + SLURM_KEYS + NODE_KEYS)
+        spec = SlurmSpec(self._resolve(conf), texts["partition"], texts["account"])
+        return ResourceManagerSpec(name, None, (), MappingProxyType(attrs), RMKind.SLURM, spec)
 
     def _resolve(self, policy: str) -> Path:
         p = Path(policy).expanduser()

@@ -26,7 +26,7 @@ LAYERS: dict[str, int] = {
     "legion": 2, "celery_app": 2,
     "services": 3,
     "metrics": 4,
-    "gram": 5,
+    "gram": 5, "slurm": 5,
     "scheduling": 6,
     "duroc": 7, "runtime": 7,
     "broker": 8, "sim": 8,

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings as hsettings, strategies as st
 
 from grid_tasks.errors import ConfigError, NotFoundError
-from grid_tasks.topology import GridTopology, load_topology, locate_key, parse_topology
+from grid_tasks.topology import GridTopology, RMKind, load_topology, locate_key, parse_topology
 
 REPO = Path(__file__).resolve().parent.parent
 CONFIG = REPO / "config"
@@ -260,3 +260,43 @@ def test_free_attributes_still_work_at_both_levels():
     assert dict(node.attributes) == {"site": "x", "rack": 3, "gpus": 2, "arch": "arm64",
                                      "os": "linux", "cpu_model": "z"}
     assert node.features == ("ib",)
+
+
+SLURM_TOPOLOGY = """\
+[rm.rmA]
+[rm.rmA.node.node1]
+procs = 4
+
+[rm.slurmA]
+kind = "slurm"
+slurm_conf = "clusters/a.conf"
+partition = "all"
+account = "grid"
+site = "east"
+"""
+
+
+def test_a_slurm_cluster_is_reached_not_listed(tmp_path):
+    topo = parse_topology(SLURM_TOPOLOGY, "grid.toml", base_dir=tmp_path)
+    spec = topo.rm("slurmA")
+    assert spec.kind is RMKind.SLURM and spec.nodes == () and spec.policy_file is None
+    assert spec.slurm.slurm_conf == tmp_path / "clusters/a.conf"
+    assert (spec.slurm.partition, spec.slurm.account) == ("all", "grid")
+    assert spec.attributes == {"site": "east"}
+    assert topo.rm("rmA").kind is RMKind.MAUI and topo.rm("rmA").slurm is None
+    assert [s.name for s in topo.of_kind(RMKind.SLURM)] == ["slurmA"]
+    assert [n.name for n in topo.iter_nodes()] == ["node1"]
+
+
+@pytest.mark.parametrize("change,message,line", [
+    ('kind = "slurm"\n', "needs slurm_conf", 1),
+    ('kind = "pbs"\nslurm_conf = "a"\n', "kind must be one of 'maui', 'slurm'", 2),
+    ('kind = "slurm"\nslurm_conf = "a"\n[rm.s.node.n1]\nprocs = 2\n', "does not apply to a Slurm", 4),
+    ('kind = "slurm"\nslurm_conf = "a"\npartition = "a b"\n', "partition must be a Slurm name", 4),
+    ('slurm_conf = "a"\n[rm.s.node.n1]\nprocs = 2\n', 'add kind = "slurm"', 2),
+])
+def test_slurm_declarations_are_checked_with_their_line(change, message, line):
+    with pytest.raises(ConfigError) as err:
+        parse_topology("[rm.s]\n" + change, "grid.toml")
+    assert message in str(err.value)
+    assert err.value.line == line
