@@ -1,0 +1,139 @@
+"""A GRAM job on a Slurm RM: recorded as any job, then handed to ``sbatch`` as its account.
+
+The gatekeeper has mapped the submitter to a local account (the trust boundary);
+the job is stored exactly as on a native RM (so ``showq``, ``checkjob`` and a job
+handle see it), and inside that same transaction submitted to Slurm as the mapped
+account.  Either both happen or neither: Slurm down (:class:`SlurmUnavailable`,
+CONNECTION_FAILED) or refusing (the GRAM error) rolls the row back, and a Slurm job
+whose row then failed to commit is cancelled again.  The job's Slurm id, folder and
+account go into its stored request, where the follower
+(:mod:`grid_tasks.slurm.follow`) and a cancel find them.
+
+Scheduling is Slurm's: no Maui iteration runs for the job.  Its PENDING event is
+published here, as a native gatekeeper sends it with its iteration's round trip.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+from dataclasses import replace
+from typing import Any, Callable
+
+from sqlalchemy.orm import Session
+
+from grid_tasks.db.models import Job as JobRow
+from grid_tasks.events import publish
+from grid_tasks.gram.errors import check_rm_contact
+from grid_tasks.gram.jmvars import (JobManagerRequest, account_variables, contact_variables,
+                                    gatekeeper_variables)
+from grid_tasks.gram.records import Outbox
+from grid_tasks.gram.submission import store_submission
+from grid_tasks.services import Services
+from grid_tasks.slurm.errors import SlurmError, SlurmRefused
+from grid_tasks.slurm.rms import client_for, job_folder
+from grid_tasks.slurm.translate import batch_job
+from grid_tasks.topology import SlurmSpec
+
+log = logging.getLogger(__name__)
+
+#: The key of a Slurm job's particulars in its row's stored request.
+SLURM = "slurm"
+#: What scancel says of a job that has ended already.
+_ENDED = ("already completing or completed", "invalid job id", "job has already finished")
+
+
+def submit_to_slurm(services: Services, spec: SlurmSpec, rm: str, rsl: str,
+                    request: JobManagerRequest, creds: dict[str, Any], *,
+                    identity: str | None, idempotency_key: str | None = None,
+                    extra_env: dict[str, str] | None = None) -> tuple[int, str]:
+    """Store the job and submit it to Slurm in one transaction; (id, contact)."""
+    sub = request.lower()
+    submitted: list[tuple[int, str | None]] = []
+
+    def hand_over(session: Session, job_id: int) -> None:
+        row = session.get(JobRow, job_id)
+        account = (row.request or {}).get("run_as")
+        wanted = request.rebind(row.contact) or sub
+        folder = job_folder(spec, rm, job_id, account)
+        job = batch_job(replace(wanted, directory=wanted.directory or _home(account, folder)),
+                        name=f"gt{job_id}.{rm}", partition=spec.partition,
+                        account=spec.account, output=str(folder / "stdout"),
+                        error=str(folder / "stderr"),
+                        environment=job_environment(services, rm, job_id, row.contact,
+                                                    account, extra_env),
+                        srun=shutil.which("srun") or "srun")
+        slurm_id = client_for(spec).submit(job, user=account)
+        submitted.append((slurm_id, account))
+        row.request = {**(row.request or {}),
+                       SLURM: {"id": slurm_id, "folder": str(folder), "user": account}}
+
+    held = Outbox()
+    try:
+        job_id, contact, _stored = store_submission(
+            services, rsl, sub, rm, creds, idempotency_key=idempotency_key,
+            extra_env=extra_env, identity=identity, within=hand_over, hold=held,
+            check=_names_this_rm)
+    except BaseException:
+        _withdraw(spec, submitted)
+        raise
+    pipe = services.redis.pipeline(transaction=False)
+    for event in held.events:
+        publish(pipe, event)
+    pipe.execute()
+    return job_id, contact
+
+
+def job_environment(services: Services, rm: str, job_id: int, contact: str | None,
+                    account: str | None, extra_env: dict[str, str] | None) -> dict[str, str]:
+    """What the job manager defines for the job (GRAM's ``HOME``, ``LOGNAME``,
+    ``GLOBUS_*``; grid_tasks' job id and RM; DUROC's extra environment)."""
+    env = account_variables(account)
+    if "LOGNAME" in env:
+        env["USER"] = env["LOGNAME"]
+    env.update(gatekeeper_variables(services.settings))
+    if contact:
+        env.update(contact_variables(contact))
+    env.update({"GRID_TASKS_JOB_ID": str(job_id), "GRID_TASKS_RM": rm})
+    env.update({str(k): str(v) for k, v in (extra_env or {}).items()})
+    return env
+
+
+def _home(account: str | None, folder: Any) -> str:
+    """GRAM's default directory, the account's home; its job folder when it has none."""
+    home = account_variables(account).get("HOME")
+    return home if home and os.path.isdir(home) else str(folder)
+
+
+def _names_this_rm(_session: Session, rm: str, sub: Any) -> None:
+    """A Slurm RM's fit is Slurm's to judge (at submission); only a request naming
+    another RM (resourceManagerContact) is refused before."""
+    check_rm_contact(rm, sub.rm_contact)
+
+
+def slurm_stopper(spec: SlurmSpec) -> Callable[[JobRow], None]:
+    """How a cancel stops a Slurm RM's job: ``scancel`` as the job's account (Slurm then
+    checks it is theirs).  A job Slurm has ended meanwhile needs no stopping: the
+    follower records its end."""
+    def stop(row: JobRow) -> None:
+        info = (row.request or {}).get(SLURM)
+        if not isinstance(info, dict):
+            return  # never reached Slurm
+        try:
+            client_for(spec).cancel(int(info["id"]), user=info.get("user"))
+        except SlurmRefused as exc:
+            if not any(sign in str(exc).lower() for sign in _ENDED):
+                raise
+
+    return stop
+
+
+def _withdraw(spec: SlurmSpec, submitted: list[tuple[int, str | None]]) -> None:
+    """Cancel Slurm jobs whose rows were not stored (best effort: logged if it fails)."""
+    for slurm_id, account in submitted:
+        try:
+            client_for(spec).cancel(slurm_id, user=account)
+        except SlurmError as exc:
+            log.error("Slurm job %s submitted but its grid job not stored; cancelling it "
+                      "failed: %s", slurm_id, exc)

@@ -1,0 +1,137 @@
+"""One follower per Slurm RM, run by the workers that serve its gatekeeper queue.
+
+A worker consuming ``gram.<rm>`` of a Slurm RM starts a thread that follows that RM's
+jobs (:class:`~grid_tasks.slurm.follow.Follower`), every :data:`INTERVAL` while jobs
+are open.  Several such workers may run (one per host, a standby): a Redis lease
+(:data:`LEASE_MS`, renewed every pass) lets exactly one of them follow at a time, so a
+job's state keeps one writer; when its holder dies another takes over within a lease.
+Slurm not answering is logged once per outage and the passes go on: its jobs are
+followed again as soon as slurmctld is back.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import uuid
+from typing import Any
+
+from celery.signals import worker_ready, worker_shutdown
+
+from grid_tasks.celery_app import gatekeeper_queue
+from grid_tasks.services import Services, services_for
+from grid_tasks.slurm.errors import SlurmUnavailable
+from grid_tasks.slurm.follow import Follower
+from grid_tasks.slurm.rms import client_for, slurm_rms
+from grid_tasks.topology import SlurmSpec
+
+log = logging.getLogger(__name__)
+
+#: Seconds between passes while the RM has open jobs, and while it has none.
+INTERVAL, IDLE_INTERVAL = 0.25, 0.5
+#: Seconds between passes while Slurm does not answer, or the lease is another's.
+RETRY_INTERVAL = 1.0
+LEASE_MS = 5_000
+
+# KEYS: lease.  ARGV: token, TTL (ms).  1 if the lease is (now) ours, else 0.
+_HOLD = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[2]))
+  return 1
+end
+if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', tonumber(ARGV[2])) then return 1 end
+return 0
+"""
+_DROP = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end
+return 0
+"""
+
+
+def lease_key(rm: str) -> str:
+    return f"grid_tasks:slurm:{rm}:follower"
+
+
+class SlurmWatch(threading.Thread):
+    """The follower thread of one Slurm RM in this process."""
+
+    def __init__(self, services: Services, rm: str, spec: SlurmSpec) -> None:
+        super().__init__(name=f"slurm follower {rm}", daemon=True)
+        self.services, self.rm = services, rm
+        self.follower = Follower(services, rm, client_for(spec))
+        self.token = uuid.uuid4().hex
+        self.stopping = threading.Event()
+        self.outage = False
+
+    def run(self) -> None:
+        delay = 0.0
+        while not self.stopping.wait(delay):
+            delay = self.step()
+        try:
+            self.services.redis.eval(_DROP, 1, lease_key(self.rm), self.token)
+        except Exception:  # the lease lapses by itself
+            pass
+
+    def step(self) -> float:
+        """One pass if the lease is ours; the seconds until the next."""
+        try:
+            if not self.services.redis.eval(_HOLD, 1, lease_key(self.rm), self.token,
+                                            LEASE_MS):
+                return RETRY_INTERVAL
+            still_open = self.follower.once()
+        except SlurmUnavailable as exc:
+            if not self.outage:
+                log.warning("Slurm RM %s: %s; its jobs are followed again once it answers",
+                            self.rm, exc)
+            self.outage = True
+            return RETRY_INTERVAL
+        except Exception:
+            log.exception("Slurm RM %s: following its jobs failed; trying again", self.rm)
+            return RETRY_INTERVAL
+        if self.outage:
+            log.warning("Slurm RM %s answers again: following its jobs", self.rm)
+            self.outage = False
+        return INTERVAL if still_open else IDLE_INTERVAL
+
+    def stop(self, timeout: float = 5.0) -> None:
+        self.stopping.set()
+        self.join(timeout)
+
+
+_running: list[SlurmWatch] = []
+
+
+def start_watches(app: Any, queues: list[str]) -> list[SlurmWatch]:
+    """Start a follower for every Slurm RM whose gatekeeper queue is in ``queues``."""
+    services = services_for(app)
+    for rm, spec in slurm_rms(services.settings).items():
+        if gatekeeper_queue(rm) in queues and not any(w.rm == rm for w in _running):
+            watch = SlurmWatch(services, rm, spec)
+            watch.start()
+            _running.append(watch)
+    return list(_running)
+
+
+def stop_watches() -> None:
+    while _running:
+        _running.pop().stop()
+
+
+def _on_ready(sender: Any = None, **_: Any) -> None:
+    try:
+        queues = list(sender.app.amqp.queues.consume_from or {})
+        start_watches(sender.app, queues)
+    except Exception:
+        log.exception("Slurm followers not started")
+
+
+def _on_shutdown(**_: Any) -> None:
+    stop_watches()
+
+
+def install() -> None:
+    """Have this process's worker start its Slurm RMs' followers once ready (and stop
+    them at shutdown); the gatekeeper's task module calls it (idempotent)."""
+    worker_ready.connect(_on_ready, weak=False, dispatch_uid="grid_tasks.slurm.watch.ready")
+    worker_shutdown.connect(_on_shutdown, weak=False,
+                            dispatch_uid="grid_tasks.slurm.watch.stop")
