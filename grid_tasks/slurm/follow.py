@@ -140,7 +140,7 @@ class Follower:
         now = self.services.clock.now()
         if job.start_time is not None and row.state is JobState.PENDING:
             transition(session, row, JobState.ACTIVE, f"started on {job.nodes or 'Slurm'}",
-                       min(now, _when(job.start_time)), outbox)
+                       _between(row.submit_time, _when(job.start_time), now), outbox)
         if job.state is JobState.SUSPENDED and row.state is JobState.ACTIVE:
             transition(session, row, JobState.SUSPENDED, "suspended by Slurm", now, outbox)
         elif job.state is JobState.ACTIVE and row.state is JobState.SUSPENDED:
@@ -149,7 +149,8 @@ class Follower:
             return 0
         end = ending(job, bool(self.services.redis.exists(cancel_key(row.id))))
         codes = {"0": job.exit_code} if job.exit_code is not None else None
-        at = min(now, _when(job.end_time)) if job.end_time else now
+        at = _between(row.start_time or row.submit_time,
+                      _when(job.end_time) if job.end_time else now, now)
         return int(finish(session, row, end.state, end.reason, at, outbox,
                           gram_error=end.gram_error, exit_code=job.exit_code, exit_codes=codes))
 
@@ -208,3 +209,10 @@ def read_lines(path: Path, offset: int, final: bool) -> tuple[list[bytes], int]:
 
 def _when(epoch: float) -> datetime:
     return datetime.fromtimestamp(epoch, tz=timezone.utc)
+
+
+def _between(earliest: datetime | None, when: datetime, latest: datetime) -> datetime:
+    """Slurm's time of a change (whole seconds) kept after the job's previous change
+    and not after now, so its history reads in order."""
+    when = min(when, latest)
+    return max(when, earliest) if earliest is not None else when

@@ -33,6 +33,7 @@ from tests.conftest import made_user
 from tests.gram.conftest import grid_settings
 
 RM = "slurm1"
+GONE = "gone"  # a Slurm RM whose controller is down (no gatekeeper runs for it)
 ALICE = subject_of(Role.USER, "alice")
 
 
@@ -79,8 +80,13 @@ def slurm_grid(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SlurmGrid]:
         out = Path(tempfile.mkdtemp(prefix="grid-tasks-slurm-out-"))
         stack.callback(shutil.rmtree, out, True)
         topology = base / "grid.toml"
+        gone = base / "gone.conf"  # a cluster whose controller never answers
+        gone.write_text("ClusterName=gone\nSlurmctldHost=localhost\nSlurmctldPort=1\n"
+                        "MessageTimeout=2\nNodeName=g1 CPUs=1\nPartitionName=all Nodes=g1\n")
         topology.write_text(f'[rm.{RM}]\nkind = "slurm"\nslurm_conf = "{site["g"].conf}"\n'
-                            f'partition = "all"\noutput_dir = "{out}"\n')
+                            f'partition = "all"\noutput_dir = "{out}"\n\n'
+                            f'[rm.{GONE}]\nkind = "slurm"\nslurm_conf = "{gone}"\n'
+                            f'output_dir = "{out}"\n')
         gridmap = base / "grid-mapfile"
         gridmap.write_text(f'"{ALICE}" {account.pw_name}\n')
         settings = grid_settings(redis_server, base / "state").replace(

@@ -12,10 +12,14 @@ import pytest
 
 from grid_tasks import db
 from grid_tasks.gram.errors import GramJobError
+from grid_tasks.gram.jmvars import JobManagerRequest
+from grid_tasks.services import Services
 from grid_tasks.slurm import SlurmClient
 from grid_tasks.slurm.errors import SlurmUnavailable
+from grid_tasks.slurm.rms import slurm_spec
+from grid_tasks.slurm.submit import submit_to_slurm
 from grid_tasks.states import JobState, MauiJobState
-from tests.slurm.conftest import RM
+from tests.slurm.conftest import ALICE, GONE, RM
 
 
 def _row(grid, job_id: int):
@@ -53,3 +57,73 @@ def test_a_job_runs_in_slurm_as_the_mapped_account_and_its_output_streams(slurm_
         JobState.PENDING, JobState.ACTIVE, JobState.DONE]
     slurm_id = row.request["slurm"]["id"]
     assert _slurm(slurm_grid).jobs([slurm_id])[slurm_id].slurm_state == "FAILED"
+
+
+def test_cancel_scancels_the_running_job_as_its_account(slurm_grid):
+    handle = slurm_grid.client.submit(
+        "&(executable=/bin/sleep)(arguments=300)(jobType=single)(maxWallTime=300)", rm=RM)
+    running = _wait_state(slurm_grid, handle.id, {JobState.ACTIVE})
+    assert running.maui_state is MauiJobState.RUNNING
+    handle.cancel()
+    status = handle.wait(timeout=30)
+    assert (status.state, status.gram_error) == (JobState.FAILED, "USER_CANCELLED")
+    assert status.reason == "cancelled by user"
+    slurm_id = _row(slurm_grid, handle.id).request["slurm"]["id"]
+    assert _slurm(slurm_grid).jobs([slurm_id])[slurm_id].slurm_state == "CANCELLED"
+
+
+def test_what_slurm_cannot_be_told_is_refused_with_the_gram_error(slurm_grid):
+    with pytest.raises(GramJobError) as err:
+        slurm_grid.client.submit("&(executable=/bin/true)(maxCpuTime=5)", rm=RM)
+    assert err.value.code == "INVALID_MAX_CPU_TIME"
+    with pytest.raises(GramJobError) as err:
+        slurm_grid.client.submit("&(executable=/bin/true)(count=9)", rm=RM)
+    assert err.value.code == "NO_RESOURCES" and "has 4" in str(err.value)
+    with db.session_scope(slurm_grid.client.sessions) as session:
+        assert db.repository.jobs_in_states(session, RM, [JobState.PENDING]) == []
+
+
+def test_controller_down_refuses_submission_and_stores_nothing(slurm_grid):
+    """The gatekeeper's submission, run here against an RM whose slurmctld is down."""
+    services = Services(slurm_grid.settings)
+    request = JobManagerRequest.for_account(slurm_grid.settings, "&(executable=/bin/true)",
+                                            None, slurm_grid.account.pw_name, "<rsl>")
+    spec = slurm_spec(slurm_grid.settings, GONE)
+    try:
+        with pytest.raises(SlurmUnavailable) as err:
+            submit_to_slurm(services, spec, GONE, request.rsl, request, {"user": None},
+                            identity=ALICE)
+        assert err.value.code == "CONNECTION_FAILED" and "unreachable" in str(err.value)
+        with db.session_scope(services.sessions) as session:
+            assert db.repository.jobs_in_states(session, GONE, list(JobState)) == []
+    finally:
+        services.close()
+
+
+@pytest.mark.slow  # ~30 s: Slurm's clients retry a stopped controller for 9 s, slurmd
+def test_a_job_is_followed_again_when_slurmctld_returns(slurm_grid):  # reports late
+    handle = slurm_grid.client.submit(
+        '&(executable=/bin/sh)(arguments=-c "sleep 3; echo survived")(jobType=single)'
+        '(maxWallTime=60)', rm=RM)
+    _wait_state(slurm_grid, handle.id, {JobState.ACTIVE})
+    slurm_grid.cluster.stop_controller()
+    try:
+        with pytest.raises(SlurmUnavailable) as err:
+            slurm_grid.client.submit("&(executable=/bin/true)", rm=RM)
+        assert err.value.code == "CONNECTION_FAILED"
+        time.sleep(3)  # the job ends meanwhile, unseen
+        assert _row(slurm_grid, handle.id).state is JobState.ACTIVE
+    finally:
+        slurm_grid.cluster.start_controller()
+    status = handle.wait(timeout=30)
+    assert (status.state, status.exit_code) == (JobState.DONE, 0)
+    assert handle.output() == "survived\n"
+
+
+@pytest.mark.slow  # ~65 s: Slurm's time limits are whole minutes
+def test_a_job_slurm_kills_at_its_time_limit_fails_with_the_reason(slurm_grid):
+    handle = slurm_grid.client.submit(
+        "&(executable=/bin/sleep)(arguments=300)(jobType=single)(maxWallTime=1)", rm=RM)
+    status = handle.wait(timeout=120)
+    assert (status.state, status.gram_error) == (JobState.FAILED, "JOB_EXECUTION_FAILED")
+    assert "TIMEOUT" in status.reason
