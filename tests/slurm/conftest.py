@@ -57,6 +57,11 @@ class SlurmGrid:
     account: Any  # pwd entry of the account alice maps to
     output_dir: Path
     client: Any  # a Grid signing as alice (one signing key per process at a time)
+    signing: SigningSettings  # alice's
+
+    def env(self) -> dict[str, str]:
+        """GRID_TASKS_* of a command alice runs on this grid."""
+        return self.settings.replace(signing=self.signing, gridmap_file=None).to_env()
 
 
 @pytest.fixture(scope="package")
@@ -104,4 +109,4 @@ def slurm_grid(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SlurmGrid]:
         stack.callback(supervisor.stop_all, timeout=10)
         user = SigningSettings(True, keys.user.key, keys.user.cert, keys.user.cert_store)
         client = stack.enter_context(Grid(settings.replace(signing=user, gridmap_file=None)))
-        yield SlurmGrid(settings, site["g"], account, out, client)
+        yield SlurmGrid(settings, site["g"], account, out, client, user)

@@ -120,7 +120,7 @@ def test_a_job_is_followed_again_when_slurmctld_returns(slurm_grid):  # reports 
     assert handle.output() == "survived\n"
 
 
-@pytest.mark.slow  # ~65 s: Slurm's time limits are whole minutes
+@pytest.mark.slow  # ~75 s: Slurm's time limits are whole minutes
 def test_a_job_slurm_kills_at_its_time_limit_fails_with_the_reason(slurm_grid):
     handle = slurm_grid.client.submit(
         "&(executable=/bin/sleep)(arguments=300)(jobType=single)(maxWallTime=1)", rm=RM)
