@@ -258,8 +258,9 @@ def cancel_job(services: Services, job_id: int, *, rm: str | None = None,
         return _cancel_recorded(services, job_id, rm=rm, identity=identity, admin=admin,
                                 stop=stop)
     except StorageUnavailable as exc:
-        if rm is None:
-            raise  # not at a gatekeeper: nobody would apply it later
+        if rm is None or stop is not None:
+            raise  # not at a gatekeeper, or another system runs the job: nobody would
+            # apply it later (a Slurm RM has no iteration to reconcile it)
         return accept_cancel(services, job_id, rm, identity, admin, exc)
 
 

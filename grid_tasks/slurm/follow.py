@@ -21,6 +21,9 @@ again when it returns (Slurm keeps its jobs across a controller restart).
 from __future__ import annotations
 
 import logging
+import os
+import pwd
+import stat
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -178,7 +181,8 @@ class Follower:
             key = (job_id, stream)
             if key not in self.offsets:
                 self.offsets[key] = int(redis.hget(mark, stream) or 0)
-            lines, offset = read_lines(Path(folder) / stream, self.offsets[key], final)
+            lines, offset = read_lines(Path(folder) / stream, self.offsets[key], final,
+                                       _uid(info.get("user")))
             if offset == self.offsets[key]:
                 continue
             pipe = redis.pipeline(transaction=True)
@@ -193,18 +197,41 @@ class Follower:
                 self.offsets.pop((job_id, stream), None)
 
 
-def read_lines(path: Path, offset: int, final: bool) -> tuple[list[bytes], int]:
+def read_lines(path: Path, offset: int, final: bool,
+               owner: int | None = None) -> tuple[list[bytes], int]:
     """The complete lines of ``path`` from ``offset`` (and a last unterminated one
-    when ``final``), and the offset after them; nothing if the file is not there."""
+    when ``final``), and the offset after them; nothing if the file is not there.
+
+    The folder is the job's: its account may have put anything there.  Only a plain
+    file of ``owner`` (uid; default this process's) is read, never through a symbolic
+    link, so a job cannot have the follower copy another account's file (or block on
+    a pipe) into its output."""
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK
     try:
-        with open(path, "rb") as handle:
-            handle.seek(offset)
-            data = handle.read() if final else handle.read(CHUNK)
+        fd = os.open(path, flags)
     except OSError:
         return [], offset
+    with os.fdopen(fd, "rb") as handle:
+        info = os.fstat(fd)
+        wanted = os.geteuid() if owner is None else owner
+        if not stat.S_ISREG(info.st_mode) or info.st_uid != wanted:
+            log.warning("%s is not a plain file of uid %d: not copied", path, wanted)
+            return [], offset
+        handle.seek(offset)
+        data = handle.read() if final else handle.read(CHUNK)
     cut = len(data) if final else data.rfind(b"\n") + 1
     lines = data[:cut].splitlines(keepends=True)
     return lines, offset + cut
+
+
+def _uid(account: str | None) -> int | None:
+    """The uid of a job's account (None: this process's own, the job ran as it)."""
+    if account is None:
+        return None
+    try:
+        return pwd.getpwnam(account).pw_uid
+    except KeyError:
+        return -1  # an account gone: nothing of its folder is read
 
 
 def _when(epoch: float) -> datetime:

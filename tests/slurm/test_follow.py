@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 from grid_tasks.slurm.follow import ending, read_lines
 from grid_tasks.slurm.parse import SlurmJob
 from grid_tasks.states import JobState
@@ -40,3 +42,12 @@ def test_only_complete_lines_are_read_until_the_job_ended(tmp_path):
     assert read_lines(path, 4, final=False) == ([], 4)
     assert read_lines(path, 4, final=True) == ([b"tw"], 6)
     assert read_lines(tmp_path / "none", 0, final=True) == ([], 0)
+
+
+def test_a_link_or_a_file_of_another_account_is_not_copied(tmp_path):
+    secret = tmp_path / "secret"
+    secret.write_bytes(b"root's\n")
+    (tmp_path / "stdout").symlink_to(secret)
+    assert read_lines(tmp_path / "stdout", 0, final=True) == ([], 0)
+    assert read_lines(secret, 0, final=True, owner=os.geteuid() + 1) == ([], 0)
+    assert read_lines(secret, 0, final=True) == ([b"root's\n"], 7)

@@ -10,6 +10,8 @@ import pytest
 from click.testing import CliRunner
 
 from grid_tasks.cli import main
+from grid_tasks.scheduling.runner import iterate_here
+from grid_tasks.services import Services
 from tests.slurm.conftest import RM
 
 VIEWS = (["nodes", "--json"], ["nodes", "--rm", RM], ["query", "$procs >= 0", "--kind", "all"],
@@ -47,3 +49,19 @@ def test_checkjob_and_output_follow_the_slurm_job(env, ended_job):
     assert result.stdout == "one\ntwo\n"
     result = CliRunner().invoke(main, ["nodes", "--json", "--rm", RM], env=env)
     assert json.loads(result.stdout) == []
+
+
+def test_submit_streams_the_slurm_jobs_output_and_exits_with_its_code(env):
+    rsl = ('&(executable=/bin/sh)(jobType=single)'
+           '(arguments=-c "echo first; sleep 1; echo second; exit 4")')
+    result = CliRunner().invoke(main, ["submit", "-s", "-r", RM, rsl], env=env)
+    assert result.exit_code == 4, result.output
+    assert "first\nsecond\n" in result.stdout
+
+
+def test_maui_never_iterates_a_slurm_rm(slurm_grid):
+    services = Services(slurm_grid.settings)
+    try:
+        assert iterate_here(services, RM) == 0  # a native RM runs at least one
+    finally:
+        services.close()
