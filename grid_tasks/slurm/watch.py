@@ -4,7 +4,8 @@ A worker consuming ``gram.<rm>`` of a Slurm RM starts a thread that follows that
 jobs (:class:`~grid_tasks.slurm.follow.Follower`), every :data:`INTERVAL` while jobs
 are open.  Several such workers may run (one per host, a standby): a Redis lease
 (:data:`LEASE_MS`, renewed every pass) lets exactly one of them follow at a time, so a
-job's state keeps one writer; when its holder dies another takes over within a lease.
+job's state keeps one writer; when its holder dies another takes over within a lease
+(and the rows' version column refuses a write of a holder that overstayed it).
 Slurm not answering is logged once per outage and the passes go on: its jobs are
 followed again as soon as slurmctld is back.
 """
@@ -31,7 +32,11 @@ log = logging.getLogger(__name__)
 INTERVAL, IDLE_INTERVAL = 0.25, 0.5
 #: Seconds between passes while Slurm does not answer, or the lease is another's.
 RETRY_INTERVAL = 1.0
-LEASE_MS = 5_000
+#: The lease outlasts the longest pass (a client command gives up after
+#: :data:`~grid_tasks.slurm.client.COMMAND_TIMEOUT`; Slurm's own clients retry a
+#: stopped controller for 9 s), so a living follower never loses it mid-pass; a dead
+#: one's jobs are taken up by another worker within it.
+LEASE_MS = 20_000
 
 # KEYS: lease.  ARGV: token, TTL (ms).  1 if the lease is (now) ours, else 0.
 _HOLD = """

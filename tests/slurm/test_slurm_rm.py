@@ -6,7 +6,12 @@ a running job is followed again once it is back.  (See tests/slurm/conftest.py.)
 
 from __future__ import annotations
 
+import shutil
+import socket
+import tempfile
 import time
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -20,6 +25,15 @@ from grid_tasks.slurm.rms import slurm_spec
 from grid_tasks.slurm.submit import submit_to_slurm
 from grid_tasks.states import JobState, MauiJobState
 from tests.slurm.conftest import ALICE, GONE, RM
+
+
+@pytest.fixture
+def open_dir() -> Iterator[Path]:
+    """A folder the job's account may write (pytest's own are private)."""
+    path = Path(tempfile.mkdtemp(prefix="grid-tasks-test-"))
+    path.chmod(0o1777)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
 
 
 def _row(grid, job_id: int):
@@ -127,3 +141,37 @@ def test_a_job_slurm_kills_at_its_time_limit_fails_with_the_reason(slurm_grid):
     status = handle.wait(timeout=120)
     assert (status.state, status.gram_error) == (JobState.FAILED, "JOB_EXECUTION_FAILED")
     assert "TIMEOUT" in status.reason
+
+
+def test_count_directory_environment_and_named_streams_reach_slurm(slurm_grid, open_dir):
+    rsl = ('&(executable=/bin/sh)(arguments=-c "echo $GREETING $GLOBUS_GATEKEEPER_HOST; pwd")'
+           f'(count=2)(directory={open_dir})(environment=(GREETING hi))'
+           f'(stdout={open_dir}/out)')
+    handle = slurm_grid.client.submit(rsl, rm=RM)
+    assert handle.wait(timeout=30).state is JobState.DONE
+    lines = sorted((open_dir / "out").read_text().splitlines())
+    host = socket.gethostname()
+    assert lines == [str(open_dir)] * 2 + [f"hi {host}"] * 2
+    assert (open_dir / "out").stat().st_uid == slurm_grid.account.pw_uid
+    assert handle.output() == ""  # the RSL named its own stdout
+
+
+def test_a_job_waiting_in_slurm_is_idle_for_maui_and_cancels_at_once(slurm_grid):
+    blocker = slurm_grid.client.submit(
+        "&(executable=/bin/sleep)(arguments=300)(jobType=single)(count=2)(maxWallTime=300)",
+        rm=RM)  # one node's 2 processors of the 4
+    try:
+        _wait_state(slurm_grid, blocker.id, {JobState.ACTIVE})
+        waiting = slurm_grid.client.submit("&(executable=/bin/true)(count=3)(maxWallTime=60)",
+                                           rm=RM)
+        slurm_id = _row(slurm_grid, waiting.id).request["slurm"]["id"]
+        while _slurm(slurm_grid).jobs([slurm_id])[slurm_id].reason in ("None", ""):
+            time.sleep(0.05)  # until Slurm's scheduler has looked at it, and kept it waiting
+        row = _row(slurm_grid, waiting.id)
+        assert (row.state, row.maui_state) == (JobState.PENDING, MauiJobState.IDLE)
+        status = waiting.cancel()  # recorded at once, as a native idle job's
+        assert (status.state, status.gram_error) == (JobState.FAILED, "USER_CANCELLED")
+        assert _slurm(slurm_grid).jobs([slurm_id])[slurm_id].slurm_state == "CANCELLED"
+    finally:
+        blocker.cancel()
+    assert blocker.wait(timeout=30).state is JobState.FAILED
