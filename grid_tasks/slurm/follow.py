@@ -113,7 +113,7 @@ class Follower:
         known = self.client.jobs()
         for job_id, info in open_jobs.items():
             seen = known.get(int(info["id"]))
-            if seen is not None and seen.start_time is not None:
+            if seen is not None and _ran(seen):
                 self._copy_output(job_id, info, seen.nodes, final=seen.finished)
         outbox = Outbox()
         ended = 0
@@ -141,7 +141,7 @@ class Follower:
             return self._missing(session, row, outbox)
         self.misses.pop(row.id, None)
         now = self.services.clock.now()
-        if job.start_time is not None and row.state is JobState.PENDING:
+        if _ran(job) and row.state is JobState.PENDING:
             transition(session, row, JobState.ACTIVE, f"started on {job.nodes or 'Slurm'}",
                        _between(row.submit_time, _when(job.start_time), now), outbox)
         if job.state is JobState.SUSPENDED and row.state is JobState.ACTIVE:
@@ -222,6 +222,12 @@ def read_lines(path: Path, offset: int, final: bool,
     cut = len(data) if final else data.rfind(b"\n") + 1
     lines = data[:cut].splitlines(keepends=True)
     return lines, offset + cut
+
+
+def _ran(job: SlurmJob) -> bool:
+    """Whether the job got nodes (Slurm gives a job cancelled while pending a start
+    time too, the moment of its cancel, but no nodes)."""
+    return job.start_time is not None and (bool(job.nodes) or job.slurm_state != "CANCELLED")
 
 
 def _uid(account: str | None) -> int | None:
