@@ -4,8 +4,8 @@ The gatekeeper has mapped the submitter to a local account (the trust boundary);
 the job is stored exactly as on a native RM (so ``showq``, ``checkjob`` and a job
 handle see it), and inside that same transaction submitted to Slurm as the mapped
 account.  Either both happen or neither: Slurm down (:class:`SlurmUnavailable`,
-CONNECTION_FAILED) or refusing (the GRAM error) rolls the row back, and a Slurm job
-whose row then failed to commit is cancelled again.  The job's Slurm id, folder and
+CONNECTION_FAILED, found before the transaction begins) or refusing (the GRAM error)
+rolls the row back, and a Slurm job whose row then failed to commit is cancelled again.  The job's Slurm id, folder and
 account go into its stored request, where the follower
 (:mod:`grid_tasks.slurm.follow`) and a cancel find them.
 
@@ -51,6 +51,9 @@ def submit_to_slurm(services: Services, spec: SlurmSpec, rm: str, rsl: str,
     """Store the job and submit it to Slurm in one transaction; (id, contact)."""
     sub = request.lower()
     submitted: list[tuple[int, str | None]] = []
+    # Slurm's clients retry a controller that is down for seconds: find out before the
+    # transaction, whose database lock every other writer of the grid waits for
+    client_for(spec).capacity()
 
     def hand_over(session: Session, job_id: int) -> None:
         row = session.get(JobRow, job_id)
