@@ -40,6 +40,16 @@ log = logging.getLogger(__name__)
 
 #: The key of a Slurm job's particulars in its row's stored request.
 SLURM = "slurm"
+#: How long a wake-up call for an RM's follower waits to be taken (seconds).
+WAKE_TTL_S = 60
+
+
+def wake_key(rm: str) -> str:
+    """A list the follower of ``rm`` blocks on between passes: a submission pushes to
+    it, so the new job's start is seen at once rather than at the next pass."""
+    return f"grid_tasks:slurm:{rm}:wake"
+
+
 #: What scancel says of a job that has ended already.
 _ENDED = ("already completing or completed", "invalid job id", "job has already finished")
 
@@ -84,6 +94,8 @@ def submit_to_slurm(services: Services, spec: SlurmSpec, rm: str, rsl: str,
     pipe = services.redis.pipeline(transaction=False)
     for event in held.events:
         publish(pipe, event)
+    pipe.rpush(wake_key(rm), job_id)
+    pipe.expire(wake_key(rm), WAKE_TTL_S)
     pipe.execute()
     return job_id, contact
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 import uuid
 from typing import Any
 
@@ -24,12 +25,19 @@ from grid_tasks.services import Services, services_for
 from grid_tasks.slurm.errors import SlurmUnavailable
 from grid_tasks.slurm.follow import Follower
 from grid_tasks.slurm.rms import client_for, slurm_rms
+from grid_tasks.slurm.submit import wake_key
 from grid_tasks.topology import SlurmSpec
 
 log = logging.getLogger(__name__)
 
-#: Seconds between passes while the RM has open jobs, and while it has none.
+#: Seconds between passes while the RM has open jobs, and while it has none; a
+#: submission wakes the follower at once (:func:`~grid_tasks.slurm.submit.wake_key`).
 INTERVAL, IDLE_INTERVAL = 0.25, 0.5
+#: After a wake-up, passes this often for :data:`HURRY_S`: Slurm starts a job on a free
+#: cluster within milliseconds of sbatch, and its start should be seen as soon.
+HURRY_INTERVAL, HURRY_S = 0.05, 3.0
+#: Pauses shorter than this are slept, not spent blocked on the wake-up list.
+BLOCK_MIN_S = 0.2
 #: Seconds between passes while Slurm does not answer, or the lease is another's.
 RETRY_INTERVAL = 1.0
 #: The lease outlasts the longest pass (a client command gives up after
@@ -67,21 +75,45 @@ class SlurmWatch(threading.Thread):
         self.token = uuid.uuid4().hex
         self.stopping = threading.Event()
         self.outage = False
+        self.hurry_until = 0.0
+        self.holding = False
 
     def run(self) -> None:
         delay = 0.0
-        while not self.stopping.wait(delay):
+        while not self.stopping.is_set():
+            self.pause(delay)
+            if self.stopping.is_set():
+                break
             delay = self.step()
         try:
             self.services.redis.eval(_DROP, 1, lease_key(self.rm), self.token)
         except Exception:  # the lease lapses by itself
             pass
 
+    def pause(self, delay: float) -> None:
+        """Wait ``delay`` seconds, or less when a submission wakes this follower."""
+        if delay <= 0:
+            return
+        if not self.holding or delay < BLOCK_MIN_S:
+            # the holder's wake-up calls are the holder's to take; and a short pause is
+            # no time to block in Redis, whose timeouts run in 100 ms ticks (hz 10)
+            self.stopping.wait(delay)
+            return
+        try:
+            woken = self.services.redis.blpop([wake_key(self.rm)], timeout=delay)
+        except Exception:  # Redis away: the step says so; just wait
+            self.stopping.wait(delay)
+            return
+        if woken:
+            self.services.redis.delete(wake_key(self.rm))  # one pass serves them all
+            self.hurry_until = time.monotonic() + HURRY_S
+
     def step(self) -> float:
         """One pass if the lease is ours; the seconds until the next."""
         try:
-            if not self.services.redis.eval(_HOLD, 1, lease_key(self.rm), self.token,
-                                            LEASE_MS):
+            self.holding = bool(self.services.redis.eval(_HOLD, 1, lease_key(self.rm),
+                                                         self.token, LEASE_MS))
+            if not self.holding:
                 return RETRY_INTERVAL
             still_open = self.follower.once()
         except SlurmUnavailable as exc:
@@ -96,7 +128,9 @@ class SlurmWatch(threading.Thread):
         if self.outage:
             log.warning("Slurm RM %s answers again: following its jobs", self.rm)
             self.outage = False
-        return INTERVAL if still_open else IDLE_INTERVAL
+        if not still_open:
+            return IDLE_INTERVAL
+        return HURRY_INTERVAL if time.monotonic() < self.hurry_until else INTERVAL
 
     def stop(self, timeout: float = 5.0) -> None:
         self.stopping.set()

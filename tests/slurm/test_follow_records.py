@@ -1,9 +1,12 @@
 """The follower's records against real SQL and Redis, with Slurm's answers given: a job
 Slurm no longer knows (ended and forgotten while nobody followed) fails with the
-reason, an ended job is never touched again, and one follower per RM holds the lease."""
+reason, an ended job is never touched again, one follower per RM holds the lease, and
+a submission wakes it."""
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -18,8 +21,9 @@ from grid_tasks.rsl import lower
 from grid_tasks.services import Services
 from grid_tasks.slurm.follow import MISSES_TO_LOSE, Follower
 from grid_tasks.slurm.parse import SlurmJob
-from grid_tasks.slurm.submit import SLURM
-from grid_tasks.slurm.watch import INTERVAL, RETRY_INTERVAL, SlurmWatch
+from grid_tasks.slurm.submit import SLURM, wake_key
+from grid_tasks.slurm.watch import (HURRY_INTERVAL, IDLE_INTERVAL, INTERVAL, RETRY_INTERVAL,
+                                    SlurmWatch)
 from grid_tasks.states import JobState
 from grid_tasks.topology import load_topology
 
@@ -109,3 +113,18 @@ def _history(services: Services, job_id: int) -> list[Any]:
         for entry in found:
             session.expunge(entry)
         return found
+
+
+def test_a_submission_wakes_the_follower_and_it_hurries(services):
+    spec = load_topology(services.settings.topology_file).rm("sl").slurm
+    watch = SlurmWatch(services, "sl", spec)
+    watch.follower.client = Answers()
+    assert watch.step() == IDLE_INTERVAL and watch.holding
+    timer = threading.Timer(0.1, services.redis.rpush, (wake_key("sl"), 1))
+    timer.start()
+    began = time.monotonic()
+    watch.pause(5.0)
+    assert time.monotonic() - began < 2.0
+    stored(services, 45)
+    assert watch.step() == HURRY_INTERVAL  # a new job: look again soon
+    timer.join()
