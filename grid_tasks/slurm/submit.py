@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 import os
 import shutil
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 from sqlalchemy.orm import Session
@@ -30,6 +30,7 @@ from grid_tasks.gram.jmvars import (JobManagerRequest, account_variables, contac
                                     gatekeeper_variables)
 from grid_tasks.gram.records import Outbox
 from grid_tasks.gram.submission import store_submission
+from grid_tasks.rsl.lower import SubjobRequest
 from grid_tasks.services import Services
 from grid_tasks.slurm.errors import SlurmError, SlurmRefused
 from grid_tasks.slurm.rms import client_for, job_folder
@@ -59,37 +60,18 @@ def submit_to_slurm(services: Services, spec: SlurmSpec, rm: str, rsl: str,
                     identity: str | None, idempotency_key: str | None = None,
                     extra_env: dict[str, str] | None = None) -> tuple[int, str]:
     """Store the job and submit it to Slurm in one transaction; (id, contact)."""
-    sub = request.lower()
-    submitted: list[tuple[int, str | None]] = []
     # Slurm's clients retry a controller that is down for seconds: find out before the
     # transaction, whose database lock every other writer of the grid waits for
     client_for(spec).capacity()
-
-    def hand_over(session: Session, job_id: int) -> None:
-        row = session.get(JobRow, job_id)
-        account = (row.request or {}).get("run_as")
-        wanted = request.rebind(row.contact) or sub
-        folder = job_folder(spec, rm, job_id, account)
-        job = batch_job(replace(wanted, directory=wanted.directory or _home(account, folder)),
-                        name=f"gt{job_id}.{rm}", partition=spec.partition,
-                        account=spec.account, output=str(folder / "stdout"),
-                        error=str(folder / "stderr"),
-                        environment=job_environment(services, rm, job_id, row.contact,
-                                                    account, extra_env),
-                        srun=shutil.which("srun") or "srun")
-        slurm_id = client_for(spec).submit(job, user=account)
-        submitted.append((slurm_id, account))
-        row.request = {**(row.request or {}),
-                       SLURM: {"id": slurm_id, "folder": str(folder), "user": account}}
-
+    hand_over = HandOver(services, spec, rm, request, request.lower(), extra_env)
     held = Outbox()
     try:
         job_id, contact, _stored = store_submission(
-            services, rsl, sub, rm, creds, idempotency_key=idempotency_key,
+            services, rsl, hand_over.sub, rm, creds, idempotency_key=idempotency_key,
             extra_env=extra_env, identity=identity, within=hand_over, hold=held,
             check=_names_this_rm)
     except BaseException:
-        _withdraw(spec, submitted)
+        hand_over.withdraw()
         raise
     pipe = services.redis.pipeline(transaction=False)
     for event in held.events:
@@ -98,6 +80,46 @@ def submit_to_slurm(services: Services, spec: SlurmSpec, rm: str, rsl: str,
     pipe.expire(wake_key(rm), WAKE_TTL_S)
     pipe.execute()
     return job_id, contact
+
+
+@dataclass
+class HandOver:
+    """The step of the storing transaction that submits the stored job to Slurm (as
+    its mapped account, with its folder and environment) and notes its Slurm id."""
+
+    services: Services
+    spec: SlurmSpec
+    rm: str
+    request: JobManagerRequest
+    sub: SubjobRequest
+    extra_env: dict[str, str] | None
+    submitted: list[tuple[int, str | None]] = field(default_factory=list)
+
+    def __call__(self, session: Session, job_id: int) -> None:
+        row = session.get(JobRow, job_id)
+        account = (row.request or {}).get("run_as")
+        wanted = self.request.rebind(row.contact) or self.sub
+        folder = job_folder(self.spec, self.rm, job_id, account)
+        job = batch_job(replace(wanted, directory=wanted.directory or _home(account, folder)),
+                        name=f"gt{job_id}.{self.rm}", partition=self.spec.partition,
+                        account=self.spec.account, output=str(folder / "stdout"),
+                        error=str(folder / "stderr"),
+                        environment=job_environment(self.services, self.rm, job_id,
+                                                    row.contact, account, self.extra_env),
+                        srun=shutil.which("srun") or "srun")
+        slurm_id = client_for(self.spec).submit(job, user=account)
+        self.submitted.append((slurm_id, account))
+        row.request = {**(row.request or {}),
+                       SLURM: {"id": slurm_id, "folder": str(folder), "user": account}}
+
+    def withdraw(self) -> None:
+        """Cancel the Slurm jobs whose rows were not stored (best effort: logged)."""
+        for slurm_id, account in self.submitted:
+            try:
+                client_for(self.spec).cancel(slurm_id, user=account)
+            except SlurmError as exc:
+                log.error("Slurm job %s submitted but its grid job not stored; cancelling "
+                          "it failed: %s", slurm_id, exc)
 
 
 def job_environment(services: Services, rm: str, job_id: int, contact: str | None,
@@ -142,13 +164,3 @@ def slurm_stopper(spec: SlurmSpec) -> Callable[[JobRow], None]:
                 raise
 
     return stop
-
-
-def _withdraw(spec: SlurmSpec, submitted: list[tuple[int, str | None]]) -> None:
-    """Cancel Slurm jobs whose rows were not stored (best effort: logged if it fails)."""
-    for slurm_id, account in submitted:
-        try:
-            client_for(spec).cancel(slurm_id, user=account)
-        except SlurmError as exc:
-            log.error("Slurm job %s submitted but its grid job not stored; cancelling it "
-                      "failed: %s", slurm_id, exc)

@@ -17,12 +17,15 @@ import pytest
 
 from grid_tasks import db
 from grid_tasks.gram.errors import GramJobError
+from grid_tasks.db.models import Job as JobRow
 from grid_tasks.gram.jmvars import JobManagerRequest
+from grid_tasks.gram.records import Outbox
+from grid_tasks.gram.submission import insert_job
 from grid_tasks.services import Services
 from grid_tasks.slurm import SlurmClient
 from grid_tasks.slurm.errors import SlurmUnavailable
 from grid_tasks.slurm.rms import slurm_spec
-from grid_tasks.slurm.submit import submit_to_slurm
+from grid_tasks.slurm.submit import HandOver, submit_to_slurm
 from grid_tasks.states import JobState, MauiJobState
 from tests.slurm.conftest import ALICE, GONE, RM
 
@@ -175,3 +178,27 @@ def test_a_job_waiting_in_slurm_is_idle_for_maui_and_cancels_at_once(slurm_grid)
     finally:
         blocker.cancel()
     assert blocker.wait(timeout=30).state is JobState.FAILED
+
+
+def test_a_slurm_job_whose_row_was_not_stored_is_cancelled_again(slurm_grid):
+    """What a submission does when its transaction fails after sbatch (e.g. the commit)."""
+    services = Services(slurm_grid.settings)
+    try:
+        spec = slurm_spec(slurm_grid.settings, RM)
+        request = JobManagerRequest.for_account(
+            slurm_grid.settings, "&(executable=/bin/sleep)(arguments=300)(jobType=single)",
+            None, None, "<rsl>")
+        hand_over = HandOver(services, spec, RM, request, request.lower(), None)
+        with pytest.raises(RuntimeError), db.session_scope(services.sessions) as session:
+            job_id, _ = insert_job(session, RM, request.rsl, hand_over.sub, {"user": "root"},
+                                   services.clock.now(), Outbox())
+            hand_over(session, job_id)
+            raise RuntimeError("the commit failed")  # rolled back: no row
+        hand_over.withdraw()
+        (slurm_id, _account), = hand_over.submitted
+        ended = _slurm(slurm_grid).jobs([slurm_id])[slurm_id]
+        assert ended.slurm_state == "CANCELLED"
+        with db.session_scope(services.sessions) as session:
+            assert session.get(JobRow, job_id) is None
+    finally:
+        services.close()
