@@ -36,7 +36,7 @@ LAYERS: dict[str, int] = {
 }
 #: Task modules sit on top, beside the operators' tools: they compose every layer.
 TASK_MODULES = ("gram.tasks", "gram.gatekeeper", "gram.report_tasks", "duroc.tasks",
-                "scheduling.tasks", "broker.rm_tasks", "node.tasks", "reservation_tasks")
+                "scheduling.tasks", "scheduling.rm_tasks", "node.tasks", "reservation_tasks")
 TASK_LAYER = 10
 
 #: The package's own modules imported inside a function, and why each stays there: it

@@ -12,7 +12,7 @@ import pytest
 import redis
 
 from grid_tasks import db
-from grid_tasks.broker.rm_tasks import ESTIMATE, RELEASE, RESERVE
+from grid_tasks.broker.remote import ESTIMATE, RELEASE, RESERVE
 from grid_tasks.celery_app import SCHEDULER_QUEUE, TASK_ROUTES
 from grid_tasks.effects import trigger_iteration
 from grid_tasks.embedded.stack import prepare_database
