@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Iterator
-from datetime import timedelta
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import pytest
@@ -18,10 +18,14 @@ from sqlalchemy import select
 from grid_tasks import db
 from grid_tasks.embedded.slurm_cluster import SlurmSite, missing_binaries
 from grid_tasks.errors import NotFoundError
+from grid_tasks.gram.records import Outbox
+from grid_tasks.gram.submission import build_job
 from grid_tasks.legion.refusals import ReservationRefused
+from grid_tasks.rsl import lower
 from grid_tasks.scheduling.rm_kinds import backend_for
 from grid_tasks.scheduling.slurm_rm import SlurmRM, slurm_of
 from grid_tasks.slurm import SlurmClient
+from grid_tasks.states import JobState
 from grid_tasks.topology import load_topology
 from grid_tasks.utc import from_epoch
 
@@ -145,7 +149,7 @@ def test_a_controller_that_is_down_is_a_typed_refusal(grid, tmp_path):
     conf.write_text("ClusterName=gone\nSlurmctldHost=localhost\nSlurmctldPort=1\n"
                     "SelectType=select/cons_tres\n"
                     "NodeName=g1 CPUs=1\nPartitionName=all Nodes=g1\n")
-    down = SlurmRM("rmS", SlurmClient(str(conf), "all", timeout=2))
+    down = SlurmRM("rmS", SlurmClient(str(conf), "all", timeout=0.5))
     now = time.time()
     with db.session_scope(grid.sessions) as session:
         with pytest.raises(ReservationRefused) as err:
@@ -196,3 +200,20 @@ def test_prune_drops_ended_unconfirmed_and_orphaned_reservations(grid):
     assert slurm_of(grid.row("kept"))["estimate_error_s"] == 3.5
     grid.rm.client.release("maint")
     assert grid.call("release", name="kept") is True
+
+
+def test_a_reservation_goes_when_its_bound_job_ended(grid):
+    start = float(int(time.time()) + 600)
+    grid.reserve("bound", start)
+    rsl = "&(executable=/bin/true)(count=2)(reservation=bound)"
+    with db.session_scope(grid.sessions) as s:
+        job = build_job(s, "rmS", rsl, lower(rsl)[0], {"user": "u"},
+                        datetime.now(timezone.utc), Outbox()).id
+    assert grid.row("bound").owner_job_id == job  # bound as on a native RM
+    assert grid.call("prune", now=time.time()) == []  # its job has not ended
+    with db.session_scope(grid.sessions) as s:
+        row = db.repository.get_job(s, job)
+        for state in (JobState.ACTIVE, JobState.DONE):
+            db.record_transition(s, row, state, "as the job path reports", datetime.now(timezone.utc))
+    assert grid.call("prune", now=time.time()) == ["bound"]
+    assert grid.row("bound") is None and grid.slurm("gt-rmS-bound") == ""
