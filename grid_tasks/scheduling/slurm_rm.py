@@ -233,7 +233,7 @@ class SlurmRM(RMBackend):
             job = session.get(JobRow, row.owner_job_id)
             return job is None or JobState(job.state).terminal
         made = epoch(row.created_at) if row.created_at is not None else now
-        return held is not None and not held(row) and now - made > UNCONFIRMED_GRACE_S
+        return now - made > UNCONFIRMED_GRACE_S and held is not None and not held(row)
 
     def record_start(self, session: Session, name: str, started: float) -> float | None:
         """The job of grid reservation ``name`` started at ``started``: record it and the
