@@ -5,6 +5,7 @@ kinds with one common start, ``showstart`` across RMs and on the Slurm RM alone.
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from collections.abc import Iterator
@@ -13,6 +14,7 @@ from typing import Any
 
 import pytest
 import redis
+from click.testing import CliRunner
 from sqlalchemy import select
 
 from grid_tasks import db
@@ -20,6 +22,7 @@ from grid_tasks.broker.gridres import grid_start
 from grid_tasks.broker.live import Broker
 from grid_tasks.broker.remote import PRUNE
 from grid_tasks.celery_app import SCHEDULER_QUEUE
+from grid_tasks.cli.planning import showstart
 from grid_tasks.embedded.slurm_cluster import SlurmSite, missing_binaries
 from grid_tasks.embedded.stack import prepare_database
 from grid_tasks.legion.collection import Requester
@@ -124,3 +127,6 @@ def test_showstart_asks_the_slurm_rm_like_a_native_one(live):
     assert alone.rm == "rmS" and alone.estimates[0].allocation == {"all": 3}
     assert abs(alone.estimates[0].start.timestamp() - now) < 30
     assert never.estimates == [] and "can never hold 9 processors" in never.note
+    out = CliRunner().invoke(showstart, ["-r", "rmS", "2@10:00", "--json"], env=settings.to_env())
+    assert out.exit_code == 0, out.output
+    assert json.loads(out.output)["estimates"][0]["allocation"] == {"all": 2}
