@@ -94,6 +94,13 @@ def test_no_import_cycles(graph):
     assert cycles(graph) == []
 
 
+def test_the_broker_reaches_the_rms_by_task_name_only(graph):
+    """No broker module imports an RM's side (native or Slurm): it sends their tasks."""
+    rm_side = ("grid_tasks.scheduling", "grid_tasks.slurm", "grid_tasks.gram")
+    assert [f"{e.source} imports {e.target}" for e in graph
+            if e.source.startswith("grid_tasks.broker") and e.target.startswith(rm_side)] == []
+
+
 def test_imports_inside_functions_only_where_a_light_process_needs_them(graph):
     local = {(e.source, e.target) for e in graph if e.local}
     assert sorted(local - set(LOCAL_IMPORTS_ALLOWED)) == []

@@ -1,6 +1,9 @@
-"""The resource manager's side of the metascheduler protocol (seed 002, section 3.3).
+"""The native Maui RM's side of the metascheduler protocol (seed 002, section 3.3).
 
-Every RM answers two calls backed by its Maui core, plus their undo:
+Behind the one RM interface (:class:`~grid_tasks.scheduling.native_rm.NativeRM`; a Slurm
+cluster is :mod:`~grid_tasks.scheduling.slurm_rm`, which shares the request checks and
+the grid rows kept here), a native RM answers two calls backed by its Maui core, plus
+their undo:
 
 * :func:`estimate` - when could ``procs`` processors be held for ``duration`` seconds,
   at or after ``not_before``: the RM's core loaded from SQL, run once in memory (so
