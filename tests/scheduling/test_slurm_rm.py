@@ -217,3 +217,12 @@ def test_a_reservation_goes_when_its_bound_job_ended(grid):
             db.record_transition(s, row, state, "as the job path reports", datetime.now(timezone.utc))
     assert grid.call("prune", now=time.time()) == ["bound"]
     assert grid.row("bound") is None and grid.slurm("gt-rmS-bound") == ""
+
+
+def test_a_reservation_left_by_a_failed_transaction_is_replaced(grid):
+    """Slurm made it, then the grid's commit failed (no row): a retried reserve succeeds."""
+    start = float(int(time.time()) + 1500)
+    grid.rm.client.reserve("gt-rmS-retried", from_epoch(start), 60, 1, "root")
+    made = grid.reserve("retried", start, duration=120.0)
+    assert made["name"] == "retried" and "Duration=00:02:00" in grid.slurm("gt-rmS-retried")
+    assert grid.call("release", name="retried") is True
