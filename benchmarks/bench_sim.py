@@ -12,7 +12,8 @@ resident memory (``ru_maxrss``) is its own.  Printed per run: wall time (reading
 the gzipped trace included), jobs per second, events per second, peak memory,
 the speed-up over the reference simulator's EASY times measured on a machine
 like this one (15 s, 105 s, 17 s) and the deviation of mean wait / bsld from the
-reference table.  ``--profile`` prints the cProfile hot spots of one replay.
+reference table; the header says which conservative core ran (``GRID_TASKS_PURE=1``
+forces the pure-Python one).  ``--profile`` prints the cProfile hot spots of one replay.
 
 ``--configs`` replays maui.cfg files on the same traces; each is printed beside the
 EASY replay of its trace with the ratio of their CPU times (issue 22's target: a
@@ -51,6 +52,14 @@ REFERENCE = {
     "KTH-SP2": {"fcfs": (354_176.0, 6_821.9), "easy": (6_899.7, 92.736),
                 "conservative": (7_297.6, 88.180)},
 }
+
+
+def conservative_core() -> str:
+    """Which core the conservative replays run on (``compiled`` unless the extension
+    is missing or GRID_TASKS_PURE=1 forces the pure-Python reference)."""
+    from grid_tasks.maui.pool_compiled import CORE
+
+    return CORE
 
 
 def is_config(policy: str) -> bool:
@@ -148,7 +157,8 @@ def main() -> None:
     if configs and "easy" not in policies:
         policies.insert(0, "easy")  # the peer every configuration is measured against
     subset = f"first {args.first:,} jobs" if args.first else "whole traces"
-    print(f"replays ({subset}), pyss conventions (wall time includes reading the trace)")
+    print(f"replays ({subset}), pyss conventions (wall time includes reading the trace); "
+          f"conservative core: {conservative_core()}")
     worst_ratio, peak, worst_cfg = float("inf"), 0.0, 0.0
     for trace in args.traces.split(","):
         easy = None

@@ -141,7 +141,7 @@ NODE_TASK_MODULES: tuple[str, ...] = ("grid_tasks.gram.tasks", "grid_tasks.node.
 #: reservations), the recording of node reports, the iterations, the RM side of the
 #: metascheduler protocol.
 SERVICE_TASK_MODULES: tuple[str, ...] = (
-    "grid_tasks.broker.rm_tasks", "grid_tasks.duroc.tasks", "grid_tasks.gram.gatekeeper",
+    "grid_tasks.scheduling.rm_tasks", "grid_tasks.duroc.tasks", "grid_tasks.gram.gatekeeper",
     "grid_tasks.gram.report_tasks", "grid_tasks.reservation_tasks",
     "grid_tasks.scheduling.tasks")
 

@@ -36,7 +36,7 @@ LAYERS: dict[str, int] = {
 }
 #: Task modules sit on top, beside the operators' tools: they compose every layer.
 TASK_MODULES = ("gram.tasks", "gram.gatekeeper", "gram.report_tasks", "duroc.tasks",
-                "scheduling.tasks", "broker.rm_tasks", "node.tasks", "reservation_tasks")
+                "scheduling.tasks", "scheduling.rm_tasks", "node.tasks", "reservation_tasks")
 TASK_LAYER = 10
 
 #: The package's own modules imported inside a function, and why each stays there: it
@@ -92,6 +92,13 @@ def test_nothing_below_the_client_imports_it(graph):
 
 def test_no_import_cycles(graph):
     assert cycles(graph) == []
+
+
+def test_the_broker_reaches_the_rms_by_task_name_only(graph):
+    """No broker module imports an RM's side (native or Slurm): it sends their tasks."""
+    rm_side = ("grid_tasks.scheduling", "grid_tasks.slurm", "grid_tasks.gram")
+    assert [f"{e.source} imports {e.target}" for e in graph
+            if e.source.startswith("grid_tasks.broker") and e.target.startswith(rm_side)] == []
 
 
 def test_imports_inside_functions_only_where_a_light_process_needs_them(graph):

@@ -14,4 +14,7 @@
   :mod:`.coreservation` (the result); :mod:`.grid_jobs` co-reserves then submits a
   DUROC job (``Grid.job_request``); :mod:`.gridres`/:mod:`.gridcli` are the grid-level
   ``showstart``/``setres``/``showres``/``releaseres``.
+
+The RMs' side (:mod:`grid_tasks.scheduling.rm_tasks`, native or Slurm alike) is never
+imported here: the broker sends its tasks by name (:mod:`.remote`).
 """

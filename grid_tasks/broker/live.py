@@ -272,6 +272,9 @@ class Broker:
         missing = wanted - set(have)
         if missing:
             caps = self.collection().capacities()
+            unknown = sorted({k.split("/", 1)[0] for k in missing if k not in caps})
+            if unknown:  # e.g. a Slurm partition: only its RM knows how big it is
+                caps = {**self.remote.capacities(unknown), **caps}
             self.store.set_capacities({k: caps[k] for k in missing if k in caps})
 
 

@@ -147,7 +147,12 @@ def _unplaced(sub: SubjobRequest, label: str, rms: list[Resource], collection: C
 
 
 def too_small(sub: SubjobRequest, rm: Resource) -> str | None:
-    """Why ``rm`` can never hold ``sub`` (as GRAM's own submission check), or None."""
+    """Why ``rm`` can never hold ``sub`` (as GRAM's own submission check), or None.
+
+    A Slurm cluster's nodes are Slurm's, not the topology's: its size is unknown here,
+    and its estimate says "never" for what it can never hold."""
+    if rm.attributes.get("scheduler") == "slurm":
+        return None
     procs = int(rm.attributes.get("procs", 0))
     if sub.count > procs:
         return f"it asks for {sub.count} processors and {rm.rm} has {procs} in all"

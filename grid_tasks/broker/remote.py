@@ -25,11 +25,13 @@ from grid_tasks.queues import readable
 
 log = logging.getLogger(__name__)
 
-ESTIMATE = "grid_tasks.broker.rm_tasks.estimate"
-RESERVE = "grid_tasks.broker.rm_tasks.reserve"
-RELEASE = "grid_tasks.broker.rm_tasks.release"
-MARK_ENACTED = "grid_tasks.broker.rm_tasks.mark_enacted"
-RESTORE_TOKENS = "grid_tasks.broker.rm_tasks.restore_tokens"
+ESTIMATE = "grid_tasks.scheduling.rm_tasks.estimate"
+RESERVE = "grid_tasks.scheduling.rm_tasks.reserve"
+RELEASE = "grid_tasks.scheduling.rm_tasks.release"
+MARK_ENACTED = "grid_tasks.scheduling.rm_tasks.mark_enacted"
+RESTORE_TOKENS = "grid_tasks.scheduling.rm_tasks.restore_tokens"
+CAPACITIES = "grid_tasks.scheduling.rm_tasks.capacities"
+PRUNE = "grid_tasks.scheduling.rm_tasks.prune"
 
 #: Seconds a batch of RM calls may take before the missing answers count as timed out.
 DEFAULT_TIMEOUT_S = 10.0
@@ -143,6 +145,17 @@ class RemoteRMs:
         outcomes = self.call_all(MARK_ENACTED, [{"rm": rm, "parts": named}
                                                 for rm, named in sorted(by_rm.items())])
         return sum(int(o.value) for o in outcomes if o.ok)
+
+    def capacities(self, rms: Sequence[str]) -> dict[str, int]:
+        """Processors per ``rm/node`` of each of ``rms`` as the RM itself counts them
+        (a Slurm partition is not in the collection); an RM that fails adds none."""
+        out: dict[str, int] = {}
+        for rm, outcome in zip(rms, self.call_all(CAPACITIES, [{"rm": rm} for rm in rms])):
+            if not outcome.ok:
+                log.warning("capacities of %s unknown: %s", rm, outcome.reason())
+                continue
+            out.update({f"{rm}/{node}": int(procs) for node, procs in dict(outcome.value).items()})
+        return out
 
     def restore_tokens(self, rm: str) -> bool:
         """Have ``rm``'s scheduler restore the grid's token store from SQL if it lost its

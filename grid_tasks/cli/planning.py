@@ -11,6 +11,7 @@ from grid_tasks.ops.common import scheduled_rms
 from grid_tasks.ops.gridcli import showstart_grid
 from grid_tasks.ops.planning import request_kind
 from grid_tasks.ops.render import backfill_view, start_view
+from grid_tasks.scheduling.rm_kinds import topology_of
 
 
 @click.command()
@@ -44,7 +45,7 @@ def showstart(request: str, rm: str | None, alternatives: int, as_json: bool) ->
         return
     with ops_shell() as shell, shell.session() as session:
         report = show_start(session, request, shell.now(), rm=rm, registry=shell.registry(),
-                            limit=alternatives)
+                            limit=alternatives, topology=topology_of(shell.settings.topology_file))
     emit(report.to_dict(), as_json, start_view(report))
 
 

@@ -13,6 +13,7 @@ from typing import Any
 from rich.console import Console
 
 from grid_tasks.cli.console import wide_console
+from grid_tasks.maui.pool_compiled import CORE
 from grid_tasks.sim.compare import Comparison, basis_line
 from grid_tasks.sim.feasibility import NeverStart
 from grid_tasks.sim.replay import ReplayResult
@@ -90,4 +91,5 @@ def json_object(runs: list[Run], cmp: Comparison | None, written: list[str]) -> 
                "common_jobs": cmp.common_size, "same_jobs": cmp.same_jobs,
                "unfinished": dict(cmp.unfinished), "policies": policies}
     out["written"] = written
+    out["conservative_core"] = CORE  # "compiled" or "pure": a missing build shows here
     return out

@@ -205,7 +205,9 @@ class Collection:
             nodes.setdefault(rm, []).append(self._node(rm, name, None, status, "registry"))
         self._resources: list[Resource] = []
         for rm, members in nodes.items():
-            own = dict(topology.rms[rm].attributes) if rm in topology.rms else {}
+            spec = topology.rms.get(rm)
+            # who schedules it: "slurm" for a Slurm cluster, whose size only Slurm knows
+            own = {**spec.attributes, "scheduler": spec.kind.value} if spec else {}
             self._resources.append(Resource(
                 ResourceKind.RM, rm, rm, _rm_attributes(rm, own, members, self.live),
                 rm_access.get(rm, Access())))

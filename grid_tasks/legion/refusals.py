@@ -15,7 +15,8 @@ from grid_tasks.errors import GridTasksError
 
 class ReservationRefused(GridTasksError):
     """An RM refused a grid reservation (or its release); ``reason`` names why in one
-    word (``busy``, ``unknown_node``, ``taken``, ``bad_request``, ``past``, ``not_grid``).
+    word (``busy``, ``unknown_node``, ``taken``, ``bad_request``, ``past``, ``not_grid``,
+    ``unavailable``: a Slurm controller that did not answer).
 
     ``args`` is ``(message, reason)`` so the exception survives Celery's JSON result
     backend: ``AsyncResult.get()`` raises this type again in the client.

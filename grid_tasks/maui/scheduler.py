@@ -27,6 +27,7 @@ from grid_tasks.maui.model import (
 from grid_tasks.maui.passes import Pass, PassStop
 from grid_tasks.maui.policies import machine_totals, policies_for
 from grid_tasks.maui.pool import Pool
+from grid_tasks.maui.pool_compiled import conservative_pool
 from grid_tasks.maui.pool_conservative import ConservativePool
 from grid_tasks.maui.priority import Fairshare
 from grid_tasks.maui.queries import QueriesMixin
@@ -63,7 +64,7 @@ class Scheduler(QueriesMixin):
         active = self.fairshare.enabled or self.throttle.active
         self.pool: Pool | ConservativePool | None = (
             Pool.maybe(nodes, self.config, active)
-            or ConservativePool.maybe(nodes, self.config, policies.queue, policies.backfill, active))
+            or conservative_pool().maybe(nodes, self.config, policies.queue, policies.backfill, active))
         self.standing_refused: dict[str, str] = {}
         self._standing_seen: set[str] = set()
         self._standing_period: dict[str, tuple[object, int]] = {}  # spec name -> (spec, period done)

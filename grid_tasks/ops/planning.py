@@ -2,7 +2,9 @@
 
 Both answer on the plan of :func:`grid_tasks.ops.plan.load_plan`: the RM's core
 after one in-memory iteration, so idle jobs of higher priority already hold their
-reservations and a request is placed behind them, as Maui's showstart does.
+reservations and a request is placed behind them, as Maui's showstart does.  A Slurm
+RM has no such core here: showstart asks it through the RM interface (its estimate,
+``sbatch --test-only``), exactly as a broker does.
 """
 
 from __future__ import annotations
@@ -13,7 +15,11 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
+from grid_tasks.legion.refusals import ReservationRefused
 from grid_tasks.maui import Job
+from grid_tasks.scheduling.rm_backend import RMBackend
+from grid_tasks.scheduling.rm_kinds import backend_for
+from grid_tasks.topology import GridTopology, RMKind
 
 from .common import Section, from_epoch, resolve_job, section_of
 from .plan import Plan, core_view, load_plan, parse_request, rsl_request
@@ -63,17 +69,37 @@ def request_kind(text: str) -> str:
 
 
 def show_start(session: Session, what: str, now: datetime, *, rm: str | None = None,
-               registry: Any = None, limit: int = 3) -> StartReport:
-    """showstart JOB | PROCS@DURATION | RSL on ``rm`` (a job's own RM by default)."""
+               registry: Any = None, limit: int = 3,
+               topology: GridTopology | None = None) -> StartReport:
+    """showstart JOB | PROCS@DURATION | RSL on ``rm`` (a job's own RM by default);
+    ``topology`` says which RMs are not native (Slurm clusters)."""
     kind = request_kind(what)
     if kind == "job":
-        return _job_start(session, what, now, rm, registry, limit)
+        return _job_start(session, what, now, rm, registry, limit, topology)
     if rm is None:
         raise OpsError("showstart: give -r RM for a resource request")
     core = parse_request(what) if kind == "procs" else rsl_request(what)
+    backend = backend_for(rm, topology, registry=registry)
+    if backend.kind is not RMKind.MAUI:
+        return _asked(session, backend, what, core, now, limit)
     plan = load_plan(session, rm, now, registry=registry)
     _check_fits(plan, what, core)
     return _report(plan, what, core, _estimates(plan, core, limit))
+
+
+def _asked(session: Session, backend: RMBackend, what: str, core: Job, now: datetime,
+           limit: int, job_id: int | None = None) -> StartReport:
+    """showstart on an RM answering through the RM interface (a Slurm cluster)."""
+    t = now.timestamp()
+    try:
+        found = backend.estimate(session, procs=core.procs, duration=core.walltime,
+                                 not_before=t, now=t, limit=limit)
+    except ReservationRefused as exc:
+        raise OpsError(f"showstart: {exc}") from None
+    rows = [StartRow(from_epoch(e["time"]), dict(e["allocation"])) for e in found]
+    note = None if rows else (f"no start found: {backend.rm} ({backend.kind.value}) can never "
+                              f"hold {core.procs} processors")
+    return StartReport(backend.rm, what, core.procs, core.walltime, now, rows, job_id, note)
 
 
 def _check_fits(plan: Plan, what: str, core: Job) -> None:
@@ -101,7 +127,7 @@ def _report(plan: Plan, what: str, core: Job, rows: list[StartRow], job_id: int 
 
 
 def _job_start(session: Session, what: str, now: datetime, rm: str | None, registry: Any,
-               limit: int) -> StartReport:
+               limit: int, topology: GridTopology | None = None) -> StartReport:
     job = resolve_job(session, what)
     if rm is not None and rm != job.rm:
         raise OpsError(f"job {job.id} belongs to {job.rm}, not {rm}")
@@ -109,6 +135,9 @@ def _job_start(session: Session, what: str, now: datetime, rm: str | None, regis
     if section in (Section.ACTIVE, Section.COMPLETED):
         raise OpsError(f"job {job.id} is not waiting (it is {job.state.value}); "
                        f"showstart answers for idle jobs")
+    backend = backend_for(str(job.rm), topology, registry=registry)
+    if backend.kind is not RMKind.MAUI:  # Slurm queues it: ask as if it came now
+        return _asked(session, backend, what, core_view(job), now, limit, job.id)
     plan = load_plan(session, str(job.rm), now, registry=registry)
     core = plan.idle.get(str(job.id))
     if core is None:

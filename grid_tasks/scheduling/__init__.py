@@ -14,6 +14,12 @@
 
 The pure loader :func:`~grid_tasks.scheduling.state.load_scheduler` is what the
 operator CLI uses for showstart / showbf / diagnose.
+
+The RM side of the metascheduler protocol (estimate, reserve, release, ...) is one
+interface, :class:`~grid_tasks.scheduling.rm_backend.RMBackend`, implemented by the
+native Maui RM (:mod:`.native_rm` over :mod:`.rm_service`) and by a Slurm cluster
+(:mod:`.slurm_rm`), picked per RM from the topology (:mod:`.rm_kinds`) and served as
+Celery tasks by :mod:`.rm_tasks`, which the broker calls by name only.
 """
 
 from __future__ import annotations

@@ -1,6 +1,9 @@
-"""The resource manager's side of the metascheduler protocol (seed 002, section 3.3).
+"""The native Maui RM's side of the metascheduler protocol (seed 002, section 3.3).
 
-Every RM answers two calls backed by its Maui core, plus their undo:
+Behind the one RM interface (:class:`~grid_tasks.scheduling.native_rm.NativeRM`; a Slurm
+cluster is :mod:`~grid_tasks.scheduling.slurm_rm`, which shares the request checks and
+the grid rows kept here), a native RM answers two calls backed by its Maui core, plus
+their undo:
 
 * :func:`estimate` - when could ``procs`` processors be held for ``duration`` seconds,
   at or after ``not_before``: the RM's core loaded from SQL, run once in memory (so
@@ -20,13 +23,14 @@ Every RM answers two calls backed by its Maui core, plus their undo:
 Reservation checks of one RM are serialised by a lock on its ``resource_managers`` row
 (``SELECT ... FOR NO KEY UPDATE`` on PostgreSQL, a first write on SQLite), so two
 concurrent reserves can never both take the last free slot.  Functions take a session,
-the RM and ``now`` (POSIX seconds); the Celery tasks in :mod:`grid_tasks.broker.rm_tasks` stay thin.
+the RM and ``now`` (POSIX seconds); the Celery tasks in :mod:`grid_tasks.scheduling.rm_tasks` stay thin.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import select, text, tuple_
@@ -52,7 +56,8 @@ __all__ = ["ReservationRefused", "Requester", "estimate", "reserve", "release",
 MAX_NAME = 128
 
 
-def _number(name: str, value: Any, *, positive: bool = True) -> float:
+def number(name: str, value: Any, *, positive: bool = True) -> float:
+    """``value`` as a finite (``positive``) float, else a ``bad_request`` refusal naming it."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         raise ReservationRefused(f"{name} must be a finite number, got {value!r}", "bad_request")
     if positive and not value > 0:
@@ -60,7 +65,8 @@ def _number(name: str, value: Any, *, positive: bool = True) -> float:
     return float(value)
 
 
-def _count(name: str, value: Any) -> int:
+def count(name: str, value: Any) -> int:
+    """``value`` as an integer >= 1, else a ``bad_request`` refusal naming it."""
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ReservationRefused(f"{name} must be an integer >= 1, got {value!r}", "bad_request")
     return value
@@ -81,9 +87,9 @@ def estimate(session: Session, rm: str, *, procs: int, duration: float, not_befo
     NotFoundError for an unknown RM, :class:`ReservationRefused` for a bad request.
     """
 
-    procs, limit = _count("procs", procs), _count("limit", limit)
-    duration = _number("duration", duration)
-    t0 = max(float(now), _number("not_before", not_before, positive=False))
+    procs, limit = count("procs", procs), count("limit", limit)
+    duration = number("duration", duration)
+    t0 = max(float(now), number("not_before", not_before, positive=False))
     who = Requester.from_dict(requester)
     plan = load_plan(session, rm, from_epoch(now), registry=registry, iterate=True)
     probe = who.probe("grid.estimate", procs, duration, now)
@@ -125,20 +131,81 @@ def describe(row: Reservation) -> dict[str, Any]:
             "end": epoch(row.end_time), "allocation": {str(n): int(p) for n, p in alloc.items()}}
 
 
-def _check_text(name: str, value: Any) -> str:
+def check_text(name: str, value: Any) -> str:
+    """A name or token that fits its SQL column, else a ``bad_request`` refusal."""
     if not isinstance(value, str) or not value.strip() or len(value) > MAX_NAME:
         raise ReservationRefused(f"{name} must be a non-empty string of at most {MAX_NAME} "
                                  f"characters, got {value!r}", "bad_request")
     return value
 
 
-def _allocation(rm: str, name: str, allocation: Any) -> dict[str, int]:
+def check_allocation(rm: str, name: str, allocation: Any) -> dict[str, int]:
+    """A non-empty ``{node: procs}``, sorted by node, else a ``bad_request`` refusal."""
     if not isinstance(allocation, Mapping) or not allocation:
         raise ReservationRefused(f"grid reservation {name} on {rm}: allocation must be a "
                                  f"non-empty {{node: procs}} mapping, got {allocation!r}",
                                  "bad_request")
-    return {str(node): _count(f"allocation[{node!r}]", procs)
+    return {str(node): count(f"allocation[{node!r}]", procs)
             for node, procs in sorted(allocation.items())}
+
+
+@dataclass(frozen=True)
+class Ask:
+    """A checked ``reserve`` request: what every RM kind stores for a grid reservation."""
+
+    rm: str
+    name: str
+    allocation: dict[str, int]
+    start: float
+    end: float
+    token: str
+    job_key: str
+    label: str | None
+    allow_early: bool
+    requester: Requester
+
+    @classmethod
+    def check(cls, rm: str, *, name: str, allocation: Any, start: Any, duration: Any,
+              token: str, job_key: str, label: str | None = None, allow_early: bool = False,
+              requester: Mapping[str, Any] | None = None) -> "Ask":
+        """Every argument checked (:class:`ReservationRefused` ``bad_request`` naming it)."""
+        check_text("reservation name", name)
+        check_text("token", token)
+        check_text("job_key", job_key)
+        alloc = check_allocation(rm, name, allocation)
+        begin = number("start", start, positive=False)
+        length = number("duration", duration)
+        return cls(rm, name, alloc, begin, begin + length, token, job_key, label,
+                   bool(allow_early), Requester.from_dict(requester))
+
+    def row(self, **extra: Any) -> Reservation:
+        """The confirmed SQL row of kind ``grid`` (``extra``: more of ``resources``)."""
+        return Reservation(
+            name=self.name, rm=self.rm, kind=ReservationKind.GRID, confirmed=True,
+            token=self.token, acl={"jobs": []}, nodes=sorted(self.allocation),
+            start_time=from_epoch(self.start), end_time=from_epoch(self.end),
+            resources={"tasks": sum(self.allocation.values()), "procs_per_task": 1,
+                       "procs_by_node": self.allocation, "job_key": self.job_key,
+                       "label": self.label, "allow_early": self.allow_early,
+                       "requester": self.requester.to_dict(), **extra})
+
+
+def begin_reserve(session: Session, ask: Ask, now: float) -> dict[str, Any] | None:
+    """Lock the RM, then: the existing reservation for a retried ``(rm, name, token)``,
+    or None when ``ask`` may be made; refuses a name taken by another token and a
+    reservation that would end in the past."""
+    lock_rm(session, ask.rm)
+    existing = find_grid_reservation(session, ask.rm, ask.name)
+    if existing is not None:
+        if existing.kind is ReservationKind.GRID and existing.token == ask.token:
+            return describe(existing)  # a retried or redelivered reserve
+        raise ReservationRefused(f"reservation name {ask.name!r} is already taken on {ask.rm} "
+                                 f"(by a {existing.kind.value} reservation with another "
+                                 "token)", "taken")
+    if ask.end <= now:
+        raise ReservationRefused(f"grid reservation {ask.name} on {ask.rm}: it would end at "
+                                 f"{iso_seconds(ask.end)}, in the past", "past")
+    return None
 
 
 def reserve(session: Session, rm: str, *, name: str, allocation: Mapping[str, int],
@@ -153,31 +220,15 @@ def reserve(session: Session, rm: str, *, name: str, allocation: Mapping[str, in
     The same ``(rm, name, token)`` again returns the existing reservation.  Raises
     :class:`ReservationRefused` saying why, NotFoundError for an unknown RM.
     """
-    _check_text("reservation name", name)
-    _check_text("token", token)
-    _check_text("job_key", job_key)
-    alloc = _allocation(rm, name, allocation)
-    start, duration = _number("start", start, positive=False), _number("duration", duration)
-    who = Requester.from_dict(requester)
-    lock_rm(session, rm)
-    existing = find_grid_reservation(session, rm, name)
-    if existing is not None:
-        if existing.kind is ReservationKind.GRID and existing.token == token:
-            return describe(existing)  # a retried or redelivered reserve
-        raise ReservationRefused(f"reservation name {name!r} is already taken on {rm} (by "
-                                 f"a {existing.kind.value} reservation with another token)",
-                                 "taken")
-    end = start + duration
-    if end <= now:
-        raise ReservationRefused(f"grid reservation {name} on {rm}: it would end at "
-                                 f"{iso_seconds(end)}, in the past", "past")
-    _check_core(session, rm, name, alloc, start, end, now, registry, who)
-    row = Reservation(
-        name=name, rm=rm, kind=ReservationKind.GRID, confirmed=True, token=token,
-        acl={"jobs": []}, nodes=sorted(alloc), start_time=from_epoch(start), end_time=from_epoch(end),
-        resources={"tasks": sum(alloc.values()), "procs_per_task": 1, "procs_by_node": alloc,
-                   "job_key": job_key, "label": label, "allow_early": bool(allow_early),
-                   "requester": who.to_dict()})
+    ask = Ask.check(rm, name=name, allocation=allocation, start=start, duration=duration,
+                    token=token, job_key=job_key, label=label, allow_early=allow_early,
+                    requester=requester)
+    again = begin_reserve(session, ask, now)
+    if again is not None:
+        return again
+    _check_core(session, rm, name, ask.allocation, ask.start, ask.end, now, registry,
+                ask.requester)
+    row = ask.row()
     session.add(row)
     session.flush()
     return describe(row)
@@ -221,7 +272,7 @@ def release(session: Session, rm: str, *, name: str, token: str | None = None,
     the row's claims mirrored into the token store there).  Releasing a non-grid
     reservation is refused.
     """
-    _check_text("reservation name", name)
+    check_text("reservation name", name)
     repository.get_rm(session, rm)
     row = find_grid_reservation(session, rm, name)
     if row is None or (token is not None and row.token != token):

@@ -77,11 +77,13 @@ TASK_ROLES: dict[str, frozenset[Role]] = {
     "grid_tasks.duroc.tasks.settle": _PARTIES,
     "grid_tasks.scheduling.tasks.ping": _PARTIES,
     # the metascheduler asks RMs for estimates and reservations on a user's behalf
-    "grid_tasks.broker.rm_tasks.estimate": frozenset({Role.USER, Role.SCHEDULER}),
-    "grid_tasks.broker.rm_tasks.reserve": frozenset({Role.USER, Role.SCHEDULER}),
-    "grid_tasks.broker.rm_tasks.release": frozenset({Role.USER, Role.SCHEDULER}),
-    "grid_tasks.broker.rm_tasks.mark_enacted": frozenset({Role.USER, Role.SCHEDULER}),
-    "grid_tasks.broker.rm_tasks.restore_tokens": frozenset({Role.USER, Role.SCHEDULER}),
+    "grid_tasks.scheduling.rm_tasks.estimate": frozenset({Role.USER, Role.SCHEDULER}),
+    "grid_tasks.scheduling.rm_tasks.reserve": frozenset({Role.USER, Role.SCHEDULER}),
+    "grid_tasks.scheduling.rm_tasks.release": frozenset({Role.USER, Role.SCHEDULER}),
+    "grid_tasks.scheduling.rm_tasks.mark_enacted": frozenset({Role.USER, Role.SCHEDULER}),
+    "grid_tasks.scheduling.rm_tasks.restore_tokens": frozenset({Role.USER, Role.SCHEDULER}),
+    "grid_tasks.scheduling.rm_tasks.capacities": frozenset({Role.USER, Role.SCHEDULER}),
+    "grid_tasks.scheduling.rm_tasks.prune": _SERVICES,
     # Celery's own chord machinery: only the scheduler starts chords (the DUROC door)
     "celery.chord_unlock": _SERVICES,
     "celery.accumulate": _SERVICES,

@@ -103,6 +103,12 @@ def _resume(grid, rm: str, node: str) -> None:
         .wait_alive([(rm, node)], timeout=30)
 
 
+def _children_only(marked: dict[int, int], parent: int) -> dict[int, int] | None:
+    """``marked`` once every process in it is ``parent``'s child (a rank still in its
+    mkdir or touch has a short-lived child carrying the mark too)."""
+    return marked if marked and all(p == parent for p in marked.values()) else None
+
+
 def _job(grid, tmp_path: Path, rsl: str, rm: str, **env: str):
     token = secrets.token_hex(4)
     marks = tmp_path / token
@@ -157,8 +163,8 @@ def test_a_launch_frozen_right_after_its_spawn_never_runs_twice(module_grid, tmp
                                     and (marks / "froze" / "pid").read_text().strip(),
                                     30, "the daemon to freeze"))
             frozen = next(n for n, c in module_grid.children.items() if c.pid == frozen_pid)
-            first = _marked(token)
-            assert first and all(parent == frozen_pid for parent in first.values())
+            first = until(lambda: _children_only(_marked(token), frozen_pid), 10,
+                          "every rank to be the frozen daemon's child, in its sleep")
             until(lambda: _fences(module_grid, job.id), 30, "the launch to be fenced")
             ((held, deadline),) = _fences(module_grid, job.id)
             assert held == {frozen: 4}

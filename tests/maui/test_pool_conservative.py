@@ -13,7 +13,7 @@ import random
 
 import pytest
 
-from grid_tasks.maui import Job, Node, Scheduler, SchedulerConfig
+from grid_tasks.maui import Job, Node, Scheduler, SchedulerConfig, pool_compiled
 from grid_tasks.maui.pool import Pool
 from grid_tasks.maui.pool_conservative import ConservativePool
 from grid_tasks.maui.reservation_book import ReservationBook
@@ -83,8 +83,17 @@ def lockstep(work: list[tuple], size: int, **cfg) -> list[tuple]:
     return log
 
 
+@pytest.fixture(params=["pure", "compiled"])
+def core(request, monkeypatch):
+    """Each core of the conservative pool in turn (the compiled one where it was built)."""
+    if request.param == "compiled" and pool_compiled._conservative is None:
+        pytest.skip("compiled core not built")
+    monkeypatch.setattr(pool_compiled, "CORE", request.param)
+    return request.param
+
+
 @pytest.mark.parametrize("seed", range(30))
-def test_random_workloads_decide_as_the_general_engine(seed):
+def test_random_workloads_decide_as_the_general_engine(seed, core):
     rng = random.Random(seed)
     size = rng.choice([4, 8, 16, 32])
     log = lockstep(_workload(rng, rng.randint(10, 60), size), size)
@@ -108,6 +117,7 @@ def _forget_pass_regions(monkeypatch):
     _forget_pass_regions,
 ], ids=["never-compress", "forget-pass-regions"])
 def test_the_comparison_catches_a_broken_fast_path(monkeypatch, breakage):
+    monkeypatch.setattr(pool_compiled, "CORE", "pure")  # the breakages are the reference's
     breakage(monkeypatch)
     caught = 0
     for seed in range(30):
@@ -132,7 +142,7 @@ def test_the_fast_path_is_chosen_only_for_conservative_settings():
         assert pool(**other) is None, other
 
 
-def test_hand_over_to_the_general_engine_keeps_reservations(monkeypatch):
+def test_hand_over_to_the_general_engine_keeps_reservations(monkeypatch, core):
     """Half way through, a node update moves the state to the general engine: the
     reservations go with it, so no decision changes."""
     rng = random.Random(7)
@@ -160,7 +170,7 @@ def test_hand_over_to_the_general_engine_keeps_reservations(monkeypatch):
     assert made[0].s.pool is None and handed == plain
 
 
-def test_queries_see_every_reservation():
+def test_queries_see_every_reservation(core):
     sched = Scheduler([Node("pool", procs=4)], SchedulerConfig.preset("conservative"))
     for jid, procs, wall in (("a", 4, 100), ("b", 3, 50), ("c", 2, 30), ("d", 1, 500)):
         sched.submit(Job(jid, tasks=procs, walltime=wall), now=0)

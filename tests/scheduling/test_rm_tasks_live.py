@@ -12,7 +12,6 @@ import pytest
 import redis
 
 from grid_tasks import db
-from grid_tasks.broker.rm_tasks import ESTIMATE, RELEASE, RESERVE
 from grid_tasks.celery_app import SCHEDULER_QUEUE, TASK_ROUTES
 from grid_tasks.effects import trigger_iteration
 from grid_tasks.embedded.stack import prepare_database
@@ -22,6 +21,7 @@ from grid_tasks.legion.tokens import Claim, TokenStore
 from grid_tasks.node.registry import NodeRegistry
 from grid_tasks.rsl import lower
 from grid_tasks.scheduling.rm_service import ReservationRefused
+from grid_tasks.scheduling.rm_tasks import ESTIMATE, RELEASE, RESERVE
 from grid_tasks.states import MauiJobState
 from grid_tasks.topology import load_topology
 

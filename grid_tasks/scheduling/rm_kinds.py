@@ -1,0 +1,63 @@
+"""Which implementation of the RM interface serves a resource manager: chosen once per
+RM from its topology ``kind`` (flux-sched picks its resource-manager plug-in the same
+way), so nothing above this module asks what kind an RM is.
+
+An RM the topology does not name (a grid whose database knows RMs its topology file
+has lost, or tests that make RMs in SQL only) is a native one, as every RM was before
+Slurm clusters came.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from grid_tasks.errors import GridTasksError
+from grid_tasks.scheduling.native_rm import NativeRM
+from grid_tasks.scheduling.rm_backend import RMBackend
+from grid_tasks.scheduling.slurm_rm import SlurmRM
+from grid_tasks.topology import GridTopology, ResourceManagerSpec, RMKind, load_topology
+
+log = logging.getLogger(__name__)
+
+#: The implementation of each kind, made from the RM's topology entry.
+KINDS: dict[RMKind, Callable[[ResourceManagerSpec], RMBackend]] = {
+    RMKind.SLURM: SlurmRM.for_spec,
+}
+
+_lock = threading.Lock()
+_topologies: dict[Path, tuple[float, GridTopology | None]] = {}
+
+
+def topology_of(path: Path) -> GridTopology | None:
+    """The topology in ``path``, read again only when the file changed; None (logged)
+    when it cannot be read: every RM is then served as a native one."""
+    path = Path(path)
+    try:
+        stamp = path.stat().st_mtime
+    except OSError:
+        return None
+    with _lock:
+        cached = _topologies.get(path)
+        if cached is not None and cached[0] == stamp:
+            return cached[1]
+    try:
+        topology: GridTopology | None = load_topology(path)
+    except GridTasksError as exc:
+        log.warning("topology %s unreadable, every RM served as native: %s", path, exc)
+        topology = None
+    with _lock:
+        _topologies[path] = (stamp, topology)
+    return topology
+
+
+def backend_for(rm: str, topology: GridTopology | None, *, registry: Any = None) -> RMBackend:
+    """The RM interface for ``rm``: its kind's implementation, native when the topology
+    does not name it.  ``registry``: node liveness, which only a native RM has."""
+    spec = topology.rms.get(rm) if topology is not None else None
+    if spec is None or spec.kind is RMKind.MAUI:
+        return NativeRM(rm, registry)
+    return KINDS[spec.kind](spec)
