@@ -21,9 +21,8 @@ from grid_tasks.gram.submission import cancel_job, job_report, restart_job, stor
 from grid_tasks.scheduling.runner import iterate_here
 from grid_tasks.security.roles import Role
 from grid_tasks.services import services_for
-from grid_tasks.slurm.watch import install as install_slurm_followers
-from grid_tasks.slurm.rms import slurm_spec
-from grid_tasks.slurm.submit import slurm_stopper, submit_to_slurm
+from grid_tasks.scheduling.slurm_jobs import slurm_side, slurm_stopper, submit_to_slurm
+from grid_tasks.scheduling.slurm_watch import install as install_slurm_followers
 
 log = logging.getLogger(__name__)
 install_slurm_followers()  # a worker serving a Slurm RM's queue follows its jobs
@@ -44,7 +43,7 @@ def submit(self: Any, *, rm: str, rsl: str, creds: dict[str, Any],
     DUROC header does), not in a scheduler worker the trigger would travel to: the
     job's start waits for no other task, and the answer goes back once it is placed.
     On a Slurm RM the job is stored and submitted to Slurm as the mapped account in
-    one transaction (:mod:`grid_tasks.slurm.submit`): Slurm schedules it."""
+    one transaction (:mod:`grid_tasks.scheduling.slurm_jobs`): Slurm schedules it."""
     services = services_for(self.app)
     who = self.submitter()
     held = Outbox()
@@ -57,10 +56,10 @@ def submit(self: Any, *, rm: str, rsl: str, creds: dict[str, Any],
         if sub.restart is not None:  # GRAM's restart request: the job is taken up again
             job_id, contact = restart_job(services, sub.restart, rm, who)
             return {"id": job_id, "contact": contact}
-        spec = slurm_spec(services.settings, rm)
-        if spec is not None:
+        side = slurm_side(services.settings, rm)
+        if side is not None:
             job_id, contact = submit_to_slurm(
-                services, spec, rm, rsl, request, _known_creds(creds), identity=who,
+                services, side, rsl, request, _known_creds(creds), identity=who,
                 idempotency_key=idempotency_key, extra_env=extra_env)
             return {"id": job_id, "contact": contact}
         job_id, contact, stored = store_submission(
@@ -84,8 +83,8 @@ def cancel(self: Any, *, rm: str, job: int) -> dict[str, Any]:
     who, or an operator (Maui's admin canceljob); the job's status, or the refusal."""
     services = services_for(self.app)
     who, admin = self.submitter(), self.signed_as(Role.OPERATOR)
-    spec = slurm_spec(services.settings, rm)
-    stop = slurm_stopper(spec) if spec is not None else None  # scancel as its account
+    side = slurm_side(services.settings, rm)
+    stop = slurm_stopper(side) if side is not None else None  # scancel as its account
     return answer(lambda: cancel_job(services, int(job), rm=rm, identity=who,
                                      admin=admin, stop=stop).to_dict())
 

@@ -29,8 +29,9 @@ from grid_tasks.node.registry import NodeRegistry
 from grid_tasks.scheduling.iteration import run_iteration
 from grid_tasks.scheduling.lock import (ACQUIRE, LOCK_TTL_MS, RELEASE, TAKEN, LockKeeper,
                                          watch_key)
+from grid_tasks.scheduling.rm_kinds import topology_of
 from grid_tasks.services import Services, per_process
-from grid_tasks.slurm.rms import slurm_spec
+from grid_tasks.topology import RMKind
 
 log = logging.getLogger(__name__)
 
@@ -54,7 +55,7 @@ def iterate_here(services: Services, rm: str, events: Sequence[Any] = (), *,
     pass (see :func:`~grid_tasks.scheduling.iteration.run_iteration`); runs for
     triggers that came in meanwhile are full ones."""
     client = services.redis
-    if slurm_spec(services.settings, rm) is not None:
+    if _slurm(services, rm):
         for event in events:
             publish(client, event)
         return 0
@@ -94,6 +95,13 @@ def iterate_here(services: Services, rm: str, events: Sequence[Any] = (), *,
     elif busy:
         _watch(services, rm)
     return runs
+
+
+def _slurm(services: Services, rm: str) -> bool:
+    """Whether ``rm`` is a Slurm cluster (its topology ``kind``): Slurm schedules it."""
+    topology = topology_of(services.settings.topology_file)
+    spec = topology.rms.get(rm) if topology is not None else None
+    return spec is not None and spec.kind is RMKind.SLURM
 
 
 def lock_keeper(services: Services) -> LockKeeper:

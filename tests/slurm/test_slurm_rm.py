@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from sqlalchemy import select
 
 from grid_tasks import db
 from grid_tasks.gram.errors import GramJobError
@@ -24,8 +25,7 @@ from grid_tasks.gram.submission import insert_job
 from grid_tasks.services import Services
 from grid_tasks.slurm import SlurmClient
 from grid_tasks.slurm.errors import SlurmUnavailable
-from grid_tasks.slurm.rms import slurm_spec
-from grid_tasks.slurm.submit import HandOver, submit_to_slurm
+from grid_tasks.scheduling.slurm_jobs import HandOver, slurm_side, submit_to_slurm
 from grid_tasks.states import JobState, MauiJobState
 from tests.slurm.conftest import ALICE, GONE, RM
 
@@ -105,10 +105,10 @@ def test_controller_down_refuses_submission_and_stores_nothing(slurm_grid):
     services = Services(slurm_grid.settings)
     request = JobManagerRequest.for_account(slurm_grid.settings, "&(executable=/bin/true)",
                                             None, slurm_grid.account.pw_name, "<rsl>")
-    spec = slurm_spec(slurm_grid.settings, GONE)
+    side = slurm_side(slurm_grid.settings, GONE)
     try:
         with pytest.raises(SlurmUnavailable) as err:
-            submit_to_slurm(services, spec, GONE, request.rsl, request, {"user": None},
+            submit_to_slurm(services, side, request.rsl, request, {"user": None},
                             identity=ALICE)
         assert err.value.code == "CONNECTION_FAILED" and "unreachable" in str(err.value)
         with db.session_scope(services.sessions) as session:
@@ -184,21 +184,49 @@ def test_a_slurm_job_whose_row_was_not_stored_is_cancelled_again(slurm_grid):
     """What a submission does when its transaction fails after sbatch (e.g. the commit)."""
     services = Services(slurm_grid.settings)
     try:
-        spec = slurm_spec(slurm_grid.settings, RM)
+        side = slurm_side(slurm_grid.settings, RM)
         request = JobManagerRequest.for_account(
             slurm_grid.settings, "&(executable=/bin/sleep)(arguments=300)(jobType=single)",
             None, None, "<rsl>")
-        hand_over = HandOver(services, spec, RM, request, request.lower(), None)
+        hand_over = HandOver(services, side, request, request.lower(), None)
         with pytest.raises(RuntimeError), db.session_scope(services.sessions) as session:
             job_id, _ = insert_job(session, RM, request.rsl, hand_over.sub, {"user": "root"},
                                    services.clock.now(), Outbox())
             hand_over(session, job_id)
             raise RuntimeError("the commit failed")  # rolled back: no row
         hand_over.withdraw()
-        (slurm_id, _account), = hand_over.submitted
-        ended = _slurm(slurm_grid).jobs([slurm_id])[slurm_id]
+        (native, _account), = hand_over.submitted
+        ended = _slurm(slurm_grid).jobs([int(native)])[int(native)]
         assert ended.slurm_state == "CANCELLED"
         with db.session_scope(services.sessions) as session:
             assert session.get(JobRow, job_id) is None
+    finally:
+        services.close()
+
+
+def test_a_job_naming_its_grid_reservation_runs_in_it_and_its_start_is_noted(slurm_grid):
+    """The broker's reservation on the Slurm RM (the RM interface's reserve, for alice's
+    account, starting now), then her job naming it: sbatch --reservation, and the
+    follower records the real start against the estimate on the reservation's row."""
+    services = Services(slurm_grid.settings)
+    side = slurm_side(slurm_grid.settings, RM)
+    now = time.time()
+    try:
+        with db.session_scope(services.sessions) as session:
+            side.backend.reserve(session, name="mine", allocation={"all": 1}, start=now,
+                                 duration=120.0, token="tok", job_key="job-mine", now=now,
+                                 account=slurm_grid.account.pw_name)
+        handle = slurm_grid.client.submit(
+            "&(executable=/bin/true)(jobType=single)(maxWallTime=60)(reservation=mine)", rm=RM)
+        assert handle.wait(timeout=30).state is JobState.DONE
+        slurm_id = _row(slurm_grid, handle.id).request["slurm"]["id"]
+        shown = slurm_grid.cluster.run("scontrol", "show", "job", str(slurm_id)).stdout
+        assert "Reservation=gt-slurm1-mine" in shown
+        with db.session_scope(services.sessions) as session:
+            held = session.scalars(select(db.Reservation).where(
+                db.Reservation.rm == RM, db.Reservation.name == "mine")).one()
+            assert held.owner_job_id == handle.id
+            assert abs(held.resources["slurm"]["estimate_error_s"]) < 60
+            assert side.backend.release(session, name="mine", now=time.time())
     finally:
         services.close()

@@ -1,16 +1,19 @@
-"""A GRAM job on a Slurm RM: recorded as any job, then handed to ``sbatch`` as its account.
+"""A GRAM job on a Slurm RM: recorded as any job, then handed to Slurm as its account.
 
 The gatekeeper has mapped the submitter to a local account (the trust boundary);
 the job is stored exactly as on a native RM (so ``showq``, ``checkjob`` and a job
-handle see it), and inside that same transaction submitted to Slurm as the mapped
-account.  Either both happen or neither: Slurm down (:class:`SlurmUnavailable`,
+handle see it), and inside that same transaction submitted through the RM interface
+(:meth:`SlurmRM.submit <grid_tasks.scheduling.slurm_rm.SlurmRM.submit>`: ``sbatch`` as
+the mapped account, into the job's grid reservation when its RSL names one).  Either
+both happen or neither: Slurm down (:class:`~grid_tasks.slurm.errors.SlurmUnavailable`,
 CONNECTION_FAILED, found before the transaction begins) or refusing (the GRAM error)
-rolls the row back, and a Slurm job whose row then failed to commit is cancelled again.  The job's Slurm id, folder and
-account go into its stored request, where the follower
-(:mod:`grid_tasks.slurm.follow`) and a cancel find them.
+rolls the row back, and a Slurm job whose row then failed to commit is cancelled again.
+The job's Slurm id, folder and account go into its stored request, where the follower
+(:mod:`grid_tasks.scheduling.slurm_follow`) and a cancel find them.
 
 Scheduling is Slurm's: no Maui iteration runs for the job.  Its PENDING event is
-published here, as a native gatekeeper sends it with its iteration's round trip.
+published here (a native gatekeeper sends it with its iteration's round trip), with a
+wake-up call for the RM's follower.
 """
 
 from __future__ import annotations
@@ -25,17 +28,20 @@ from sqlalchemy.orm import Session
 
 from grid_tasks.db.models import Job as JobRow
 from grid_tasks.events import publish
+from grid_tasks.gram.binding import requested_reservation
 from grid_tasks.gram.errors import check_rm_contact
 from grid_tasks.gram.jmvars import (JobManagerRequest, account_variables, contact_variables,
                                     gatekeeper_variables)
 from grid_tasks.gram.records import Outbox
 from grid_tasks.gram.submission import store_submission
 from grid_tasks.rsl.lower import SubjobRequest
+from grid_tasks.scheduling.rm_kinds import backend_for, topology_of
+from grid_tasks.scheduling.slurm_rm import SlurmRM
 from grid_tasks.services import Services
 from grid_tasks.slurm.errors import SlurmError, SlurmRefused
-from grid_tasks.slurm.rms import client_for, job_folder
+from grid_tasks.slurm.folders import job_folder
 from grid_tasks.slurm.translate import batch_job
-from grid_tasks.topology import SlurmSpec
+from grid_tasks.topology import RMKind, SlurmSpec
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +49,33 @@ log = logging.getLogger(__name__)
 SLURM = "slurm"
 #: How long a wake-up call for an RM's follower waits to be taken (seconds).
 WAKE_TTL_S = 60
+#: What scancel says of a job that has ended already.
+_ENDED = ("already completing or completed", "invalid job id", "job has already finished")
+
+
+@dataclass(frozen=True)
+class SlurmSide:
+    """A Slurm RM as its gatekeeper and follower use it: its topology entry (partition,
+    account, output folder) and its implementation of the RM interface."""
+
+    rm: str
+    spec: SlurmSpec
+    backend: SlurmRM
+
+
+def slurm_sides(settings: Any) -> dict[str, SlurmSide]:
+    """Every Slurm RM of the grid's topology (none when it cannot be read)."""
+    topology = topology_of(settings.topology_file)
+    if topology is None:
+        return {}
+    return {name: SlurmSide(name, spec.slurm, backend_for(name, topology))  # type: ignore
+            for name, spec in topology.rms.items()
+            if spec.kind is RMKind.SLURM and spec.slurm is not None}
+
+
+def slurm_side(settings: Any, rm: str) -> SlurmSide | None:
+    """``rm`` as a Slurm RM; None for a native one (or one the topology lacks)."""
+    return slurm_sides(settings).get(rm)
 
 
 def wake_key(rm: str) -> str:
@@ -51,23 +84,19 @@ def wake_key(rm: str) -> str:
     return f"grid_tasks:slurm:{rm}:wake"
 
 
-#: What scancel says of a job that has ended already.
-_ENDED = ("already completing or completed", "invalid job id", "job has already finished")
-
-
-def submit_to_slurm(services: Services, spec: SlurmSpec, rm: str, rsl: str,
+def submit_to_slurm(services: Services, side: SlurmSide, rsl: str,
                     request: JobManagerRequest, creds: dict[str, Any], *,
                     identity: str | None, idempotency_key: str | None = None,
                     extra_env: dict[str, str] | None = None) -> tuple[int, str]:
     """Store the job and submit it to Slurm in one transaction; (id, contact)."""
     # Slurm's clients retry a controller that is down for seconds: find out before the
     # transaction, whose database lock every other writer of the grid waits for
-    client_for(spec).capacity()
-    hand_over = HandOver(services, spec, rm, request, request.lower(), extra_env)
+    side.backend.client.capacity()
+    hand_over = HandOver(services, side, request, request.lower(), extra_env)
     held = Outbox()
     try:
         job_id, contact, _stored = store_submission(
-            services, rsl, hand_over.sub, rm, creds, idempotency_key=idempotency_key,
+            services, rsl, hand_over.sub, side.rm, creds, idempotency_key=idempotency_key,
             extra_env=extra_env, identity=identity, within=hand_over, hold=held,
             check=_names_this_rm)
     except BaseException:
@@ -76,8 +105,8 @@ def submit_to_slurm(services: Services, spec: SlurmSpec, rm: str, rsl: str,
     pipe = services.redis.pipeline(transaction=False)
     for event in held.events:
         publish(pipe, event)
-    pipe.rpush(wake_key(rm), job_id)
-    pipe.expire(wake_key(rm), WAKE_TTL_S)
+    pipe.rpush(wake_key(side.rm), job_id)
+    pipe.expire(wake_key(side.rm), WAKE_TTL_S)
     pipe.execute()
     return job_id, contact
 
@@ -88,38 +117,39 @@ class HandOver:
     its mapped account, with its folder and environment) and notes its Slurm id."""
 
     services: Services
-    spec: SlurmSpec
-    rm: str
+    side: SlurmSide
     request: JobManagerRequest
     sub: SubjobRequest
     extra_env: dict[str, str] | None
-    submitted: list[tuple[int, str | None]] = field(default_factory=list)
+    submitted: list[tuple[str, str | None]] = field(default_factory=list)
 
     def __call__(self, session: Session, job_id: int) -> None:
         row = session.get(JobRow, job_id)
         account = (row.request or {}).get("run_as")
         wanted = self.request.rebind(row.contact) or self.sub
-        folder = job_folder(self.spec, self.rm, job_id, account)
+        rm, spec = self.side.rm, self.side.spec
+        folder = job_folder(spec.output_dir, rm, job_id, account)
         job = batch_job(replace(wanted, directory=wanted.directory or _home(account, folder)),
-                        name=f"gt{job_id}.{self.rm}", partition=self.spec.partition,
-                        account=self.spec.account, output=str(folder / "stdout"),
+                        name=f"gt{job_id}.{rm}", partition=spec.partition,
+                        account=spec.account, output=str(folder / "stdout"),
                         error=str(folder / "stderr"),
-                        environment=job_environment(self.services, self.rm, job_id,
-                                                    row.contact, account, self.extra_env),
+                        environment=job_environment(self.services, rm, job_id, row.contact,
+                                                    account, self.extra_env),
                         srun=shutil.which("srun") or "srun")
-        slurm_id = client_for(self.spec).submit(job, user=account)
-        self.submitted.append((slurm_id, account))
+        native = self.side.backend.submit(job, account=account,
+                                          reservation=requested_reservation(wanted))
+        self.submitted.append((native, account))
         row.request = {**(row.request or {}),
-                       SLURM: {"id": slurm_id, "folder": str(folder), "user": account}}
+                       SLURM: {"id": int(native), "folder": str(folder), "user": account}}
 
     def withdraw(self) -> None:
         """Cancel the Slurm jobs whose rows were not stored (best effort: logged)."""
-        for slurm_id, account in self.submitted:
+        for native, account in self.submitted:
             try:
-                client_for(self.spec).cancel(slurm_id, user=account)
+                self.side.backend.cancel(native, account=account)
             except SlurmError as exc:
                 log.error("Slurm job %s submitted but its grid job not stored; cancelling "
-                          "it failed: %s", slurm_id, exc)
+                          "it failed: %s", native, exc)
 
 
 def job_environment(services: Services, rm: str, job_id: int, contact: str | None,
@@ -149,7 +179,7 @@ def _names_this_rm(_session: Session, rm: str, sub: Any) -> None:
     check_rm_contact(rm, sub.rm_contact)
 
 
-def slurm_stopper(spec: SlurmSpec) -> Callable[[JobRow], None]:
+def slurm_stopper(side: SlurmSide) -> Callable[[JobRow], None]:
     """How a cancel stops a Slurm RM's job: ``scancel`` as the job's account (Slurm then
     checks it is theirs).  A job Slurm has ended meanwhile needs no stopping: the
     follower records its end."""
@@ -158,7 +188,7 @@ def slurm_stopper(spec: SlurmSpec) -> Callable[[JobRow], None]:
         if not isinstance(info, dict):
             return  # never reached Slurm
         try:
-            client_for(spec).cancel(int(info["id"]), user=info.get("user"))
+            side.backend.cancel(str(info["id"]), account=info.get("user"))
         except SlurmRefused as exc:
             if not any(sign in str(exc).lower() for sign in _ENDED):
                 raise

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from grid_tasks.slurm.follow import ending, read_lines
+from grid_tasks.scheduling.slurm_follow import ending, read_lines
 from grid_tasks.slurm.parse import SlurmJob
 from grid_tasks.states import JobState
 

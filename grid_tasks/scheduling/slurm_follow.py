@@ -1,15 +1,19 @@
 """The job manager of a Slurm RM's jobs: the one writer of their states and output.
 
 On a native RM each job's job manager reports its start and end; a Slurm job has no
-such process of ours, so one follower per Slurm RM (:mod:`grid_tasks.slurm.watch`
-keeps exactly one running) asks Slurm for all of them at once (``squeue --json``)
-and writes what changed: PENDING -> ACTIVE (started on Slurm's nodes) -> DONE with
+such process of ours, so one follower per Slurm RM
+(:mod:`grid_tasks.scheduling.slurm_watch` keeps exactly one running) asks Slurm for
+all of them at once through the RM interface (:meth:`SlurmRM.states
+<grid_tasks.scheduling.slurm_rm.SlurmRM.states>`, ``squeue --json``) and writes what
+changed: PENDING -> ACTIVE (started on Slurm's nodes) -> DONE with
 the exit code, or FAILED with Slurm's reason (time limit, node failure, cancel...).
-Maui's view (Idle / Running / Completed) follows from the state, as for any job.
+Maui's view (Idle / Running / Completed) follows from the state, as for any job; a
+job started in its grid reservation has the start recorded there
+(:meth:`~grid_tasks.scheduling.slurm_rm.SlurmRM.record_start`: the estimate's error).
 Slurm forgets an ended job after MinJobAge; the row keeps its end for good.
 
 The job's streams, when its RSL named none, are files in its folder
-(:func:`grid_tasks.slurm.rms.job_folder`): each pass copies their new complete lines
+(:func:`grid_tasks.slurm.folders.job_folder`): each pass copies their new complete lines
 into the job's output stream, and the rest once the job ended, before its end is
 recorded (a waiter that sees DONE finds every line).  How far each file was copied is
 kept in Redis, so a follower taking over copies no line twice.
@@ -31,15 +35,15 @@ from typing import Any
 
 from sqlalchemy import select
 
-from grid_tasks.db import session_scope
+from grid_tasks.db import Reservation, ReservationKind, session_scope
 from grid_tasks.db.models import Job as JobRow
 from grid_tasks.events import append_output, output_stream
 from grid_tasks.gram.keys import cancel_key
 from grid_tasks.gram.records import Outbox, finish, transition
+from grid_tasks.scheduling.slurm_jobs import SLURM
+from grid_tasks.scheduling.slurm_rm import SlurmRM
 from grid_tasks.services import Services
-from grid_tasks.slurm.client import SlurmClient
 from grid_tasks.slurm.parse import SlurmJob
-from grid_tasks.slurm.submit import SLURM
 from grid_tasks.states import JobState
 
 log = logging.getLogger(__name__)
@@ -100,7 +104,7 @@ class Follower:
 
     services: Services
     rm: str
-    client: SlurmClient
+    backend: SlurmRM
     misses: dict[int, int] = field(default_factory=dict)
     offsets: dict[tuple[int, str], int] = field(default_factory=dict)
 
@@ -110,9 +114,9 @@ class Follower:
         open_jobs = self._open_jobs()
         if not open_jobs:
             return 0
-        known = self.client.jobs()
+        known = self.backend.states(str(info["id"]) for info in open_jobs.values())
         for job_id, info in open_jobs.items():
-            seen = known.get(int(info["id"]))
+            seen = known.get(str(info["id"]))
             if seen is not None and _ran(seen):
                 self._copy_output(job_id, info, seen.nodes, final=seen.finished)
         outbox = Outbox()
@@ -121,7 +125,7 @@ class Follower:
             for job_id, info in open_jobs.items():
                 row = session.get(JobRow, job_id)
                 if row is not None:
-                    ended += self._apply(session, row, known.get(int(info["id"])), outbox)
+                    ended += self._apply(session, row, known.get(str(info["id"])), outbox)
         outbox.rms.discard(self.rm)  # no Maui iteration schedules a Slurm RM
         outbox.flush(self.services.redis, self.services.app)
         return len(open_jobs) - ended
@@ -144,6 +148,7 @@ class Follower:
         if _ran(job) and row.state is JobState.PENDING:
             transition(session, row, JobState.ACTIVE, f"started on {job.nodes or 'Slurm'}",
                        _between(row.submit_time, _when(job.start_time), now), outbox)
+            self._started_in_reservation(session, row.id, float(job.start_time))
         if job.state is JobState.SUSPENDED and row.state is JobState.ACTIVE:
             transition(session, row, JobState.SUSPENDED, "suspended by Slurm", now, outbox)
         elif job.state is JobState.ACTIVE and row.state is JobState.SUSPENDED:
@@ -156,6 +161,14 @@ class Follower:
                       _when(job.end_time) if job.end_time else now, now)
         return int(finish(session, row, end.state, end.reason, at, outbox,
                           gram_error=end.gram_error, exit_code=job.exit_code, exit_codes=codes))
+
+    def _started_in_reservation(self, session: Any, job_id: int, started: float) -> None:
+        """Note the start on the grid reservation the job is bound to, if any."""
+        query = select(Reservation.name).where(
+            Reservation.rm == self.rm, Reservation.kind == ReservationKind.GRID,
+            Reservation.owner_job_id == job_id)
+        for name in session.scalars(query).all():
+            self.backend.record_start(session, name, started)
 
     def _missing(self, session: Any, row: JobRow, outbox: Outbox) -> int:
         """A job Slurm does not list: lost once it stays so for :data:`MISSES_TO_LOSE`

@@ -19,23 +19,23 @@ from grid_tasks.gram.records import Outbox
 from grid_tasks.gram.submission import store_submission
 from grid_tasks.rsl import lower
 from grid_tasks.services import Services
-from grid_tasks.slurm.follow import MISSES_TO_LOSE, Follower
+from grid_tasks.scheduling.slurm_follow import MISSES_TO_LOSE, Follower
 from grid_tasks.slurm.parse import SlurmJob
-from grid_tasks.slurm.submit import SLURM, wake_key
-from grid_tasks.slurm.watch import (HURRY_INTERVAL, IDLE_INTERVAL, INTERVAL, RETRY_INTERVAL,
-                                    SlurmWatch)
+from grid_tasks.scheduling.slurm_jobs import SLURM, slurm_side, wake_key
+from grid_tasks.scheduling.slurm_watch import (HURRY_INTERVAL, IDLE_INTERVAL, INTERVAL,
+                                               RETRY_INTERVAL, SlurmWatch)
 from grid_tasks.states import JobState
 from grid_tasks.topology import load_topology
 
 
 class Answers:
-    """Slurm's answers to ``squeue`` (a Slurm that forgot a job cannot be had on demand:
-    MinJobAge is minutes)."""
+    """The Slurm RM's answers on its jobs' states (a Slurm that forgot a job cannot be had
+    on demand: MinJobAge is minutes)."""
 
     def __init__(self) -> None:
-        self.known: dict[int, SlurmJob] = {}
+        self.known: dict[str, SlurmJob] = {}
 
-    def jobs(self, ids: Any = None) -> dict[int, SlurmJob]:
+    def states(self, ids: Any = None) -> dict[str, SlurmJob]:
         return dict(self.known)
 
 
@@ -85,7 +85,7 @@ def test_a_job_slurm_forgot_unseen_fails_with_the_reason(services):
 def test_an_ended_job_keeps_its_end_after_slurm_forgets_it(services):
     answers = Answers()
     job_id = stored(services, 43)
-    answers.known[43] = SlurmJob(43, "COMPLETED", "None", 5, None, 1.0, 2.0, "g1")
+    answers.known["43"] = SlurmJob(43, "COMPLETED", "None", 5, None, 1.0, 2.0, "g1")
     follower = Follower(services, "sl", answers)
     assert follower.once() == 0
     answers.known.clear()  # MinJobAge passed
@@ -98,9 +98,9 @@ def test_an_ended_job_keeps_its_end_after_slurm_forgets_it(services):
 
 
 def test_one_follower_per_rm_holds_the_lease(services):
-    spec = load_topology(services.settings.topology_file).rm("sl").slurm
-    first, second = SlurmWatch(services, "sl", spec), SlurmWatch(services, "sl", spec)
-    first.follower.client = second.follower.client = Answers()
+    side = slurm_side(services.settings, "sl")
+    first, second = SlurmWatch(services, side), SlurmWatch(services, side)
+    first.follower.backend = second.follower.backend = Answers()
     stored(services, 44)
     assert first.step() == INTERVAL  # it follows the open job
     assert second.step() == RETRY_INTERVAL  # and the other waits
@@ -116,9 +116,8 @@ def _history(services: Services, job_id: int) -> list[Any]:
 
 
 def test_a_submission_wakes_the_follower_and_it_hurries(services):
-    spec = load_topology(services.settings.topology_file).rm("sl").slurm
-    watch = SlurmWatch(services, "sl", spec)
-    watch.follower.client = Answers()
+    watch = SlurmWatch(services, slurm_side(services.settings, "sl"))
+    watch.follower.backend = Answers()
     assert watch.step() == IDLE_INTERVAL and watch.holding
     timer = threading.Timer(0.1, services.redis.rpush, (wake_key("sl"), 1))
     timer.start()

@@ -1,7 +1,7 @@
 """One follower per Slurm RM, run by the workers that serve its gatekeeper queue.
 
 A worker consuming ``gram.<rm>`` of a Slurm RM starts a thread that follows that RM's
-jobs (:class:`~grid_tasks.slurm.follow.Follower`), every :data:`INTERVAL` while jobs
+jobs (:class:`~grid_tasks.scheduling.slurm_follow.Follower`), every :data:`INTERVAL` while jobs
 are open.  Several such workers may run (one per host, a standby): a Redis lease
 (:data:`LEASE_MS`, renewed every pass) lets exactly one of them follow at a time, so a
 job's state keeps one writer; when its holder dies another takes over within a lease
@@ -21,17 +21,15 @@ from typing import Any
 from celery.signals import worker_ready, worker_shutdown
 
 from grid_tasks.celery_app import gatekeeper_queue
+from grid_tasks.scheduling.slurm_follow import Follower
+from grid_tasks.scheduling.slurm_jobs import SlurmSide, slurm_sides, wake_key
 from grid_tasks.services import Services, services_for
 from grid_tasks.slurm.errors import SlurmUnavailable
-from grid_tasks.slurm.follow import Follower
-from grid_tasks.slurm.rms import client_for, slurm_rms
-from grid_tasks.slurm.submit import wake_key
-from grid_tasks.topology import SlurmSpec
 
 log = logging.getLogger(__name__)
 
 #: Seconds between passes while the RM has open jobs, and while it has none; a
-#: submission wakes the follower at once (:func:`~grid_tasks.slurm.submit.wake_key`).
+#: submission wakes the follower at once (:func:`~grid_tasks.scheduling.slurm_jobs.wake_key`).
 INTERVAL, IDLE_INTERVAL = 0.25, 0.5
 #: After a wake-up, passes this often for :data:`HURRY_S`: Slurm starts a job on a free
 #: cluster within milliseconds of sbatch, and its start should be seen as soon.
@@ -68,10 +66,10 @@ def lease_key(rm: str) -> str:
 class SlurmWatch(threading.Thread):
     """The follower thread of one Slurm RM in this process."""
 
-    def __init__(self, services: Services, rm: str, spec: SlurmSpec) -> None:
-        super().__init__(name=f"slurm follower {rm}", daemon=True)
-        self.services, self.rm = services, rm
-        self.follower = Follower(services, rm, client_for(spec))
+    def __init__(self, services: Services, side: SlurmSide) -> None:
+        super().__init__(name=f"slurm follower {side.rm}", daemon=True)
+        self.services, self.rm = services, side.rm
+        self.follower = Follower(services, side.rm, side.backend)
         self.token = uuid.uuid4().hex
         self.stopping = threading.Event()
         self.outage = False
@@ -143,9 +141,9 @@ _running: list[SlurmWatch] = []
 def start_watches(app: Any, queues: list[str]) -> list[SlurmWatch]:
     """Start a follower for every Slurm RM whose gatekeeper queue is in ``queues``."""
     services = services_for(app)
-    for rm, spec in slurm_rms(services.settings).items():
+    for rm, side in slurm_sides(services.settings).items():
         if gatekeeper_queue(rm) in queues and not any(w.rm == rm for w in _running):
-            watch = SlurmWatch(services, rm, spec)
+            watch = SlurmWatch(services, side)
             watch.start()
             _running.append(watch)
     return list(_running)
@@ -171,6 +169,6 @@ def _on_shutdown(**_: Any) -> None:
 def install() -> None:
     """Have this process's worker start its Slurm RMs' followers once ready (and stop
     them at shutdown); the gatekeeper's task module calls it (idempotent)."""
-    worker_ready.connect(_on_ready, weak=False, dispatch_uid="grid_tasks.slurm.watch.ready")
+    worker_ready.connect(_on_ready, weak=False, dispatch_uid="grid_tasks.scheduling.slurm_watch.ready")
     worker_shutdown.connect(_on_shutdown, weak=False,
-                            dispatch_uid="grid_tasks.slurm.watch.stop")
+                            dispatch_uid="grid_tasks.scheduling.slurm_watch.stop")
