@@ -28,6 +28,7 @@ import logging
 import os
 import pwd
 import stat
+import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -48,9 +49,10 @@ from grid_tasks.states import JobState
 
 log = logging.getLogger(__name__)
 
-#: Passes in a row that Slurm does not list a job before it is declared lost (a job
-#: ended and forgotten while nobody followed it; a controller restart keeps its jobs).
-MISSES_TO_LOSE = 10
+#: Passes in a row, and seconds, that Slurm does not list a job before it is declared
+#: lost (a job ended and forgotten while nobody followed it; a controller restart keeps
+#: its jobs): both, so neither quick passes nor one slow answer lose a job.
+MISSES_TO_LOSE, LOSE_AFTER_S = 10, 30.0
 #: Bytes of a stream file copied per pass at most (the rest in the next passes).
 CHUNK = 1 << 20
 OFFSETS_TTL_S = 7 * 24 * 3600
@@ -105,7 +107,8 @@ class Follower:
     services: Services
     rm: str
     backend: SlurmRM
-    misses: dict[int, int] = field(default_factory=dict)
+    lose_after_s: float = LOSE_AFTER_S
+    misses: dict[int, tuple[int, float]] = field(default_factory=dict)  # count, since
     offsets: dict[tuple[int, str], int] = field(default_factory=dict)
 
     def once(self) -> int:
@@ -172,9 +175,10 @@ class Follower:
 
     def _missing(self, session: Any, row: JobRow, outbox: Outbox) -> int:
         """A job Slurm does not list: lost once it stays so for :data:`MISSES_TO_LOSE`
-        passes (its end is unknown; its Slurm job is no more)."""
-        self.misses[row.id] = self.misses.get(row.id, 0) + 1
-        if self.misses[row.id] < MISSES_TO_LOSE:
+        passes and ``lose_after_s`` (its end is unknown; its Slurm job is no more)."""
+        count, since = self.misses.get(row.id, (0, time.monotonic()))
+        self.misses[row.id] = (count + 1, since)
+        if count + 1 < MISSES_TO_LOSE or time.monotonic() - since < self.lose_after_s:
             return 0
         self.misses.pop(row.id)
         slurm_id = (row.request or {}).get(SLURM, {}).get("id")

@@ -73,9 +73,11 @@ def row(services: Services, job_id: int) -> JobRow:
 def test_a_job_slurm_forgot_unseen_fails_with_the_reason(services):
     answers = Answers()
     job_id = stored(services, 42)
-    follower = Follower(services, "sl", answers)
+    follower = Follower(services, "sl", answers, lose_after_s=1.0)
     for _ in range(MISSES_TO_LOSE - 1):
         assert follower.once() == 1
+    assert follower.once() == 1  # not yet: missing for less than lose_after_s
+    time.sleep(1.0)
     assert follower.once() == 0
     lost = row(services, job_id)
     assert (lost.state, lost.gram_error) == (JobState.FAILED, "JOB_EXECUTION_FAILED")
