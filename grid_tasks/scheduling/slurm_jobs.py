@@ -66,16 +66,20 @@ class SlurmSide:
 def slurm_sides(settings: Any) -> dict[str, SlurmSide]:
     """Every Slurm RM of the grid's topology (none when it cannot be read)."""
     topology = topology_of(settings.topology_file)
-    if topology is None:
-        return {}
-    return {name: SlurmSide(name, spec.slurm, backend_for(name, topology))  # type: ignore
-            for name, spec in topology.rms.items()
-            if spec.kind is RMKind.SLURM and spec.slurm is not None}
+    names = topology.rms if topology is not None else {}
+    return {name: side for name in names if (side := slurm_side(settings, name)) is not None}
 
 
 def slurm_side(settings: Any, rm: str) -> SlurmSide | None:
-    """``rm`` as a Slurm RM; None for a native one (or one the topology lacks)."""
-    return slurm_sides(settings).get(rm)
+    """``rm`` as a Slurm RM; None for a native one (or one the topology lacks).  Every
+    submission asks: one ``stat`` of the topology file when it is native."""
+    topology = topology_of(settings.topology_file)
+    spec = topology.rms.get(rm) if topology is not None else None
+    if spec is None or spec.kind is not RMKind.SLURM or spec.slurm is None:
+        return None
+    backend = backend_for(rm, topology)
+    assert isinstance(backend, SlurmRM)  # the kind's implementation (rm_kinds.KINDS)
+    return SlurmSide(rm, spec.slurm, backend)
 
 
 def wake_key(rm: str) -> str:
