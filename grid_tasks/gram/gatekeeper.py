@@ -19,10 +19,10 @@ from grid_tasks.gram.jmvars import JobManagerRequest, mapped_account
 from grid_tasks.gram.records import Outbox
 from grid_tasks.gram.submission import cancel_job, job_report, restart_job, store_submission
 from grid_tasks.scheduling.runner import iterate_here
-from grid_tasks.security.roles import Role
-from grid_tasks.services import services_for
 from grid_tasks.scheduling.slurm_jobs import slurm_side, slurm_stopper, submit_to_slurm
 from grid_tasks.scheduling.slurm_watch import install as install_slurm_followers
+from grid_tasks.security.roles import Role
+from grid_tasks.services import services_for
 
 log = logging.getLogger(__name__)
 install_slurm_followers()  # a worker serving a Slurm RM's queue follows its jobs

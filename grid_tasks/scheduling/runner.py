@@ -48,7 +48,7 @@ def iterate_here(services: Services, rm: str, events: Sequence[Any] = (), *,
     """Run ``rm``'s iteration in this process now, under the RM's lock, until no
     trigger is pending; returns how many ran (0: another process holds the lock, and
     it runs once more for this call; or ``rm`` is a Slurm cluster, which schedules
-    its jobs itself: :mod:`grid_tasks.slurm`).
+    its jobs itself: :mod:`grid_tasks.scheduling.slurm_jobs`).
 
     ``events`` (committed job state changes, e.g. a just-stored job's PENDING) are
     published first, in the lock's round trip.  ``quick``: the first run is the quick
