@@ -230,3 +230,15 @@ def test_a_job_naming_its_grid_reservation_runs_in_it_and_its_start_is_noted(slu
             assert side.backend.release(session, name="mine", now=time.time())
     finally:
         services.close()
+
+
+def test_a_repeated_submission_is_one_job_in_slurm(slurm_grid):
+    first = slurm_grid.client.submit("&(executable=/bin/true)(jobType=single)", rm=RM,
+                                     idempotency_key="once-in-slurm")
+    again = slurm_grid.client.submit("&(executable=/bin/true)(jobType=single)", rm=RM,
+                                     idempotency_key="once-in-slurm")
+    assert again.id == first.id
+    assert first.wait(timeout=30).state is JobState.DONE
+    slurm_id = _row(slurm_grid, first.id).request["slurm"]["id"]
+    names = slurm_grid.cluster.run("squeue", "-h", "--states=all", "-o", "%j").stdout.split()
+    assert names.count(f"gt{first.id}.{RM}") == 1 and slurm_id
