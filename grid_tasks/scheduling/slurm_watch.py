@@ -21,6 +21,7 @@ from typing import Any
 from celery.signals import worker_ready, worker_shutdown
 
 from grid_tasks.celery_app import gatekeeper_queue
+from grid_tasks.db.errors import ConcurrentUpdateError
 from grid_tasks.scheduling.slurm_follow import Follower
 from grid_tasks.scheduling.slurm_jobs import SlurmSide, slurm_sides, wake_key
 from grid_tasks.services import Services, services_for
@@ -114,6 +115,9 @@ class SlurmWatch(threading.Thread):
             if not self.holding:
                 return RETRY_INTERVAL
             still_open = self.follower.once()
+        except ConcurrentUpdateError as exc:  # e.g. a cancel recorded a pending job's end
+            log.info("Slurm RM %s: a job changed under this pass, again: %s", self.rm, exc)
+            return HURRY_INTERVAL
         except SlurmUnavailable as exc:
             if not self.outage:
                 log.warning("Slurm RM %s: %s; its jobs are followed again once it answers",
