@@ -151,6 +151,8 @@ class Follower:
         if _ran(job) and row.state is JobState.PENDING:
             transition(session, row, JobState.ACTIVE, f"started on {job.nodes or 'Slurm'}",
                        _between(row.submit_time, _when(job.start_time), now), outbox)
+            if job.nodes:  # Slurm's host list as Maui's views show a job's nodes
+                row.nodes_allocated = {job.nodes: int(row.tasks or row.procs or 1)}
             self._started_in_reservation(session, row.id, float(job.start_time))
         if job.state is JobState.SUSPENDED and row.state is JobState.ACTIVE:
             transition(session, row, JobState.SUSPENDED, "suspended by Slurm", now, outbox)

@@ -81,6 +81,8 @@ def test_cancel_scancels_the_running_job_as_its_account(slurm_grid):
         "&(executable=/bin/sleep)(arguments=300)(jobType=single)(maxWallTime=300)", rm=RM)
     running = _wait_state(slurm_grid, handle.id, {JobState.ACTIVE})
     assert running.maui_state is MauiJobState.RUNNING
+    (nodes,) = running.nodes_allocated  # Slurm's host list, as checkjob shows it
+    assert nodes in slurm_grid.cluster.node_names
     handle.cancel()
     status = handle.wait(timeout=30)
     assert (status.state, status.gram_error) == (JobState.FAILED, "USER_CANCELLED")
