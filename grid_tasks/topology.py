@@ -25,6 +25,7 @@ its nodes, so its table names how to reach it instead of listing nodes::
     slurm_conf = "/etc/slurm/slurm.conf"   # SLURM_CONF of its client commands
     partition = "batch"                     # optional: Slurm's default partition
     account = "grid"                        # optional: the Slurm account charged
+    output_dir = "/shared/grid-output"      # optional: jobs' streams (default: temp folder)
 
 Node names are unique across the whole grid: a host belongs to one cluster,
 and counting it twice would overcommit it.  Malformed files raise
@@ -60,7 +61,7 @@ RESERVED_ATTRS = frozenset({"name", "rm", "procs", "memory", "disk", "swap", "fe
 #: unless it is so close to one of these that it is surely a misspelling of it.
 NODE_KEYS = (*RESOURCE_KEYS, "features")
 RM_KEYS = ("policy_file", "node", "kind")
-SLURM_KEYS = ("slurm_conf", "partition", "account")
+SLURM_KEYS = ("slurm_conf", "partition", "account", "output_dir")
 #: How alike (difflib's ratio) a free attribute may be to a schema key before it is
 #: taken for a typo: catches memroy_mb, feature, polcy_file; spares arch, os, gpus, site.
 TYPO_CUTOFF = 0.8
@@ -111,6 +112,9 @@ class SlurmSpec:
     slurm_conf: Path
     partition: str | None = None
     account: str | None = None
+    #: where jobs' streams go when their RSL names none (None: the system's temp folder);
+    #: the compute nodes and the gatekeeper must both reach it
+    output_dir: Path | None = None
 
 
 @dataclass(frozen=True)
@@ -299,7 +303,11 @@ class _Builder:
             texts[key] = value
         attrs = self.attributes(body, path, skip={"kind", *SLURM_KEYS},
                                 schema=RM_KEYS + SLURM_KEYS + NODE_KEYS)
-        spec = SlurmSpec(self._resolve(conf), texts["partition"], texts["account"])
+        out = body.get("output_dir")
+        if out is not None and (not isinstance(out, str) or not out):
+            raise self.error("output_dir must be a non-empty string path", path + ("output_dir",))
+        spec = SlurmSpec(self._resolve(conf), texts["partition"], texts["account"],
+                         None if out is None else self._resolve(out))
         return ResourceManagerSpec(name, None, (), MappingProxyType(attrs), RMKind.SLURM, spec)
 
     def _resolve(self, policy: str) -> Path:

@@ -203,6 +203,11 @@ def gatekeeper_worker(grid_env: dict[str, str], tmp_path: Path) -> Iterator[Call
 @pytest.fixture
 def throwaway_user() -> Iterator[pwd.struct_passwd]:
     """A system user made for this test and removed afterwards (needs root and useradd)."""
+    yield from made_user()
+
+
+def made_user() -> Iterator[pwd.struct_passwd]:
+    """A fresh system user, removed when the generator ends (for fixtures of any scope)."""
     name = f"gtuser{secrets.token_hex(4)}"
     subprocess.run(["useradd", "--system", "--no-create-home", "--home-dir", "/nonexistent",
                     "--shell", "/usr/sbin/nologin", "--user-group", name],

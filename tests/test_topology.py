@@ -272,6 +272,7 @@ kind = "slurm"
 slurm_conf = "clusters/a.conf"
 partition = "all"
 account = "grid"
+output_dir = "out"
 site = "east"
 """
 
@@ -282,6 +283,7 @@ def test_a_slurm_cluster_is_reached_not_listed(tmp_path):
     assert spec.kind is RMKind.SLURM and spec.nodes == () and spec.policy_file is None
     assert spec.slurm.slurm_conf == tmp_path / "clusters/a.conf"
     assert (spec.slurm.partition, spec.slurm.account) == ("all", "grid")
+    assert spec.slurm.output_dir == tmp_path / "out"
     assert spec.attributes == {"site": "east"}
     assert topo.rm("rmA").kind is RMKind.MAUI and topo.rm("rmA").slurm is None
     assert [s.name for s in topo.of_kind(RMKind.SLURM)] == ["slurmA"]
@@ -294,6 +296,7 @@ def test_a_slurm_cluster_is_reached_not_listed(tmp_path):
     ('kind = "slurm"\nslurm_conf = "a"\n[rm.s.node.n1]\nprocs = 2\n', "does not apply to a Slurm", 4),
     ('kind = "slurm"\nslurm_conf = "a"\npartition = "a b"\n', "partition must be a Slurm name", 4),
     ('slurm_conf = "a"\n[rm.s.node.n1]\nprocs = 2\n', 'add kind = "slurm"', 2),
+    ('kind = "slurm"\nslurm_conf = "a"\noutput_dir = 3\n', "output_dir must be a non-empty", 4),
 ])
 def test_slurm_declarations_are_checked_with_their_line(change, message, line):
     with pytest.raises(ConfigError) as err:

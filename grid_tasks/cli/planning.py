@@ -6,8 +6,8 @@ import click
 from rich.console import Group
 
 from grid_tasks.cli.jobs import emit, json_option, ops_shell, rm_option
-from grid_tasks.db import repository
 from grid_tasks.ops import parse_duration, show_backfill, show_start
+from grid_tasks.ops.common import scheduled_rms
 from grid_tasks.ops.gridcli import showstart_grid
 from grid_tasks.ops.planning import request_kind
 from grid_tasks.ops.render import backfill_view, start_view
@@ -64,7 +64,7 @@ def showbf(rm: str | None, duration: str | None, min_nodes: int | None, as_json:
     with ops_shell() as shell, shell.session() as session:
         now = shell.now()
         registry = shell.registry()
-        names = [rm] if rm else [r.name for r in repository.list_rms(session)]
+        names = scheduled_rms(session, rm)
         for name in names:
             rows = show_backfill(session, name, now, min_duration=min_duration,
                                  min_nodes=min_nodes, registry=registry)

@@ -10,9 +10,9 @@ import click
 from rich.console import Group
 
 from grid_tasks.cli.jobs import emit, json_option, ops_shell, rm_option
-from grid_tasks.db import repository
 from grid_tasks.legion.tokens import TokenStore
 from grid_tasks.ops import OpsError, diagnose_jobs, diagnose_priority, parse_time, show_stats
+from grid_tasks.ops.common import scheduled_rms
 from grid_tasks.ops.diag_fs import diagnose_fairshare
 from grid_tasks.ops.diag_nodes import diagnose_nodes
 from grid_tasks.ops.diag_res import diagnose_reservations
@@ -125,7 +125,7 @@ def _mode(priority: bool, jobs: bool, nodes: bool, fairshare: bool, res: bool) -
 
 def _priority(shell: Any, session: Any, _target: str | None, rm: str | None) -> tuple[Any, Any]:
     now, registry = shell.now(), shell.registry()
-    names = [rm] if rm else [r.name for r in repository.list_rms(session)]
+    names = scheduled_rms(session, rm)
     found = {n: diagnose_priority(session, n, now, registry=registry) for n in names}
     data = {n: [r.to_dict() for r in rows] for n, rows in found.items()}
     return data, Group(*[priority_view(n, rows) for n, rows in found.items()])

@@ -157,7 +157,7 @@ class SlurmCluster:
         for sub in (logs, self.directory / "state"):
             private_dir(sub)
         self.spool.mkdir(mode=0o755, exist_ok=True)  # jobs exec their script from it as themselves
-        self.processes = [_spawn([_binary("slurmctld"), "-D", "-i"], env, logs / "slurmctld.out")]
+        self.processes = [self._controller("-i")]
         for node in self.node_names:
             self.processes.append(_spawn([_binary("slurmd"), "-D", "-N", node], env,
                                          logs / f"slurmd.{node}.out"))
@@ -167,6 +167,26 @@ class SlurmCluster:
             self.stop()
             raise
         return self
+
+    def _controller(self, *flags: str) -> subprocess.Popen[bytes]:
+        env = {**os.environ, **self.env()}
+        return _spawn([_binary("slurmctld"), "-D", *flags], env,
+                      self.directory / "logs" / "slurmctld.out")
+
+    def stop_controller(self) -> None:
+        """Stop slurmctld alone (a controller outage): its nodes and running jobs go on."""
+        _stop(self.processes[0])
+
+    def start_controller(self, timeout: float = 20.0) -> None:
+        """Start slurmctld again after :meth:`stop_controller`; it recovers its jobs from
+        its saved state and answers once its nodes are back."""
+        self.processes[0] = self._controller()
+        deadline = time.monotonic() + timeout
+        while self.run("sinfo", "-h").returncode != 0:
+            if time.monotonic() > deadline:
+                raise ConnectivityError(f"cluster {self.name}: slurmctld did not answer "
+                                        f"within {timeout:g} s; see {self.directory / 'logs'}")
+            time.sleep(0.1)
 
     def _conf_text(self) -> str:
         d = self.directory

@@ -75,8 +75,21 @@ _STORE_ERRORS = {name: _lazy("grid_tasks.duroc.store_errors", name) for name in 
     "JobNotFoundError", "SubjobNotFoundError", "StructureFrozenError", "BarrierAbortedError",
     "BarrierNotReadyError", "BarrierTimeoutError")}
 
+def _slurm(name: str) -> Callable[[dict[str, Any]], GridTasksError]:
+    """A builder of a Slurm RM's refusal with its GRAM error (imported when one comes)."""
+    def build(d: dict[str, Any]) -> GridTasksError:
+        error = getattr(importlib.import_module("grid_tasks.slurm.errors"), name)
+        if name == "SlurmUnavailable":  # always CONNECTION_FAILED
+            return error(d["message"])
+        return error(d["message"], code=d.get("code"))
+    return build
+
+
+_SLURM_ERRORS = {name: _slurm(name) for name in (
+    "SlurmError", "SlurmUntranslatable", "SlurmUnavailable", "SlurmRefused", "ReservationInUse")}
+
 _ERRORS: dict[str, Callable[[dict[str, Any]], GridTasksError]] = {
-    **_DUROC_ERRORS, **_STORE_ERRORS,
+    **_DUROC_ERRORS, **_STORE_ERRORS, **_SLURM_ERRORS,
     "RSLError": _rsl,
     "JobRefusedError": lambda d: JobRefusedError(d["message"], code=d.get("code")),
     "JobFinishedError": lambda d: JobFinishedError(d["message"], code=d.get("code")),

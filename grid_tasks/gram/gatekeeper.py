@@ -19,10 +19,13 @@ from grid_tasks.gram.jmvars import JobManagerRequest, mapped_account
 from grid_tasks.gram.records import Outbox
 from grid_tasks.gram.submission import cancel_job, job_report, restart_job, store_submission
 from grid_tasks.scheduling.runner import iterate_here
+from grid_tasks.scheduling.slurm_jobs import slurm_side, slurm_stopper, submit_to_slurm
+from grid_tasks.scheduling.slurm_watch import install as install_slurm_followers
 from grid_tasks.security.roles import Role
 from grid_tasks.services import services_for
 
 log = logging.getLogger(__name__)
+install_slurm_followers()  # a worker serving a Slurm RM's queue follows its jobs
 
 
 @shared_task(name=SUBMIT, bind=True, track_started=False)
@@ -38,7 +41,9 @@ def submit(self: Any, *, rm: str, rsl: str, creds: dict[str, Any],
 
     A stored job's RM iterates right here (the quick pass, under the RM's lock, as a
     DUROC header does), not in a scheduler worker the trigger would travel to: the
-    job's start waits for no other task, and the answer goes back once it is placed."""
+    job's start waits for no other task, and the answer goes back once it is placed.
+    On a Slurm RM the job is stored and submitted to Slurm as the mapped account in
+    one transaction (:mod:`grid_tasks.scheduling.slurm_jobs`): Slurm schedules it."""
     services = services_for(self.app)
     who = self.submitter()
     held = Outbox()
@@ -50,6 +55,12 @@ def submit(self: Any, *, rm: str, rsl: str, creds: dict[str, Any],
         sub = request.lower()
         if sub.restart is not None:  # GRAM's restart request: the job is taken up again
             job_id, contact = restart_job(services, sub.restart, rm, who)
+            return {"id": job_id, "contact": contact}
+        side = slurm_side(services.settings, rm)
+        if side is not None:
+            job_id, contact = submit_to_slurm(
+                services, side, rsl, request, _known_creds(creds), identity=who,
+                idempotency_key=idempotency_key, extra_env=extra_env)
             return {"id": job_id, "contact": contact}
         job_id, contact, stored = store_submission(
             services, rsl, sub, rm, _known_creds(creds), idempotency_key=idempotency_key,
@@ -72,8 +83,10 @@ def cancel(self: Any, *, rm: str, job: int) -> dict[str, Any]:
     who, or an operator (Maui's admin canceljob); the job's status, or the refusal."""
     services = services_for(self.app)
     who, admin = self.submitter(), self.signed_as(Role.OPERATOR)
+    side = slurm_side(services.settings, rm)
+    stop = slurm_stopper(side) if side is not None else None  # scancel as its account
     return answer(lambda: cancel_job(services, int(job), rm=rm, identity=who,
-                                     admin=admin).to_dict())
+                                     admin=admin, stop=stop).to_dict())
 
 
 @shared_task(name=STATUS, bind=True, track_started=False)

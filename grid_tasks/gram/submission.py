@@ -149,7 +149,9 @@ def store_submission(services: Services, rsl: str, sub: Any, rm: str | None,
                      extra_env: dict[str, str] | None = None, identity: str | None = None,
                      coallocation: tuple[int, str] | None = None,
                      within: Any = None, hold: Outbox | None = None,
-                     rebind: Callable[[str], Any] | None = None) -> tuple[int, str, bool]:
+                     rebind: Callable[[str], Any] | None = None,
+                     check: Callable[[Session, str, Any], None] | None = None
+                     ) -> tuple[int, str, bool]:
     """Authorize, check and store one lowered subjob request as a GRAM job, then
     trigger its RM; returns (id, contact, stored by this call).
 
@@ -160,6 +162,8 @@ def store_submission(services: Services, rsl: str, sub: Any, rm: str | None,
     caller runs the RM's iteration itself (a gatekeeper, see ``iterate_here``), so no
     iteration is triggered, and sends the stored job's events, which go into ``hold``,
     with that iteration's first round trip.  ``rebind``: see :func:`insert_job`.
+    ``check(session, rm, sub)`` refuses what the RM can never run (default
+    :func:`check_fits`, against its nodes; a Slurm RM's fit is Slurm's to judge).
     """
     outbox = Outbox()
     try:
@@ -167,7 +171,8 @@ def store_submission(services: Services, rsl: str, sub: Any, rm: str | None,
             name, who, granted = _authorized(services, session, rm, identity, creds.get("user"))
             creds = {**creds, "user": granted.name if granted else (
                 creds.get("user") or getpass.getuser())}
-            check_fits(session, name, sub)  # also names an unknown RM (NotFoundError)
+            # also names an unknown RM (NotFoundError)
+            (check or check_fits)(session, name, sub)
             job_id, contact = insert_job(
                 session, name, rsl, sub, creds, services.clock.now(), outbox,
                 idempotency_key=idempotency_key, extra_env=extra_env,
@@ -238,20 +243,24 @@ def _by_key(services: Services, key: str | None) -> tuple[int, str] | None:
 
 
 def cancel_job(services: Services, job_id: int, *, rm: str | None = None,
-               identity: str | None = None, admin: bool = False
-               ) -> JobStatus | CancelAccepted:
+               identity: str | None = None, admin: bool = False,
+               stop: Callable[[JobRow], None] | None = None) -> JobStatus | CancelAccepted:
     """Cancel ``job_id`` (see :meth:`grid_tasks.client.Grid.cancel`).
 
     At a gatekeeper (``rm`` given) the job must be that RM's, and with a grid map
     only its owner, as verified (``identity``), or an ``admin`` may cancel it.
 
     With the database away the cancel is still taken (:func:`accept_cancel`): a
-    :class:`CancelAccepted` rather than the job's status."""
+    :class:`CancelAccepted` rather than the job's status.  ``stop(row)``: how an RM
+    whose jobs another system runs (Slurm) stops this one, once the cancel is allowed;
+    its error leaves nothing recorded."""
     try:
-        return _cancel_recorded(services, job_id, rm=rm, identity=identity, admin=admin)
+        return _cancel_recorded(services, job_id, rm=rm, identity=identity, admin=admin,
+                                stop=stop)
     except StorageUnavailable as exc:
-        if rm is None:
-            raise  # not at a gatekeeper: nobody would apply it later
+        if rm is None or stop is not None:
+            raise  # not at a gatekeeper, or another system runs the job: nobody would
+            # apply it later (a Slurm RM has no iteration to reconcile it)
         return accept_cancel(services, job_id, rm, identity, admin, exc)
 
 
@@ -277,7 +286,8 @@ def accept_cancel(services: Services, job_id: int, rm: str, identity: str | None
 
 
 def _cancel_recorded(services: Services, job_id: int, *, rm: str | None,
-                     identity: str | None, admin: bool) -> JobStatus:
+                     identity: str | None, admin: bool,
+                     stop: Callable[[JobRow], None] | None = None) -> JobStatus:
     outbox = Outbox()
     with session_scope(services.sessions) as session:
         row = repository.get_job(session, job_id, for_update=True)
@@ -288,6 +298,12 @@ def _cancel_recorded(services: Services, job_id: int, *, rm: str | None,
                                    "cancel", code="JOB_CANCEL_FAILED")
         # Remembered first: a launch or job manager that races this cancel sees it.
         services.redis.set(cancel_key(job_id), 1, ex=CANCEL_TTL_S)
+        if stop is not None:
+            try:
+                stop(row)
+            except BaseException:
+                services.redis.delete(cancel_key(job_id))  # not cancelled after all
+                raise
         if row.state is JobState.PENDING and row.maui_state is not MauiJobState.STARTING:
             finish(session, row, JobState.FAILED, "cancelled by user",
                    services.clock.now(), outbox, gram_error="USER_CANCELLED")

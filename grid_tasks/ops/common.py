@@ -11,6 +11,7 @@ from sqlalchemy.orm import Session
 
 from grid_tasks.db import Job, repository
 from grid_tasks.errors import NotFoundError
+from grid_tasks.ops.timefmt import OpsError
 from grid_tasks.states import JobState, MauiJobState
 from grid_tasks.utc import epoch, from_epoch  # noqa: F401 - re-exported for ops
 
@@ -44,6 +45,18 @@ def check_rm(session: Session, rm: str | None) -> None:
     """NotFoundError (listing the known RMs) when ``rm`` is given and unknown."""
     if rm is not None:
         repository.get_rm(session, rm)
+
+
+def scheduled_rms(session: Session, rm: str | None) -> list[str]:
+    """The RMs a Maui view covers: ``rm`` (NotFoundError if unknown), else every RM
+    with nodes of ours.  A Slurm cluster has none (Slurm schedules it): named alone
+    it is refused, saying where its jobs show (showq, checkjob)."""
+    if rm is None:
+        return [r.name for r in repository.list_rms(session) if r.nodes]
+    if not repository.get_rm(session, rm).nodes:
+        raise OpsError(f"{rm} has no nodes of grid_tasks (a Slurm cluster schedules its "
+                       "jobs itself): its jobs show in showq and checkjob")
+    return [rm]
 
 
 def finished_ids(session: Session, ids: Iterable[int]) -> set[int]:

@@ -15,10 +15,9 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from grid_tasks.db import repository
 from grid_tasks.maui.config import CREDENTIAL_KINDS, FSTarget
 
-from .common import check_rm, epoch, from_epoch
+from .common import check_rm, epoch, from_epoch, scheduled_rms
 from .plan import load_scheduler
 from .timefmt import iso
 
@@ -109,5 +108,5 @@ def diagnose_fairshare(session: Session, now: datetime, *, rm: str | None = None
                        registry: Any = None) -> list[FairshareReport]:
     """``diagnose -f``: the fairshare report of ``rm``, or of every RM."""
     check_rm(session, rm)
-    names = [rm] if rm else [r.name for r in repository.list_rms(session)]
+    names = scheduled_rms(session, rm)
     return [fairshare_report(session, n, now, registry=registry) for n in names]

@@ -20,6 +20,11 @@ interface, :class:`~grid_tasks.scheduling.rm_backend.RMBackend`, implemented by 
 native Maui RM (:mod:`.native_rm` over :mod:`.rm_service`) and by a Slurm cluster
 (:mod:`.slurm_rm`), picked per RM from the topology (:mod:`.rm_kinds`) and served as
 Celery tasks by :mod:`.rm_tasks`, which the broker calls by name only.
+
+A Slurm RM's GRAM jobs take the same interface's job side: its gatekeeper stores and
+submits them (:mod:`.slurm_jobs`), and one follower per RM (:mod:`.slurm_watch`, in
+the workers serving its gatekeeper queue) records their states, exit codes and output
+(:mod:`.slurm_follow`); no Maui iteration runs for a Slurm RM.
 """
 
 from __future__ import annotations

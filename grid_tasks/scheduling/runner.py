@@ -29,7 +29,9 @@ from grid_tasks.node.registry import NodeRegistry
 from grid_tasks.scheduling.iteration import run_iteration
 from grid_tasks.scheduling.lock import (ACQUIRE, LOCK_TTL_MS, RELEASE, TAKEN, LockKeeper,
                                          watch_key)
+from grid_tasks.scheduling.rm_kinds import topology_of
 from grid_tasks.services import Services, per_process
+from grid_tasks.topology import RMKind
 
 log = logging.getLogger(__name__)
 
@@ -45,13 +47,18 @@ def iterate_here(services: Services, rm: str, events: Sequence[Any] = (), *,
                  quick: bool = False) -> int:
     """Run ``rm``'s iteration in this process now, under the RM's lock, until no
     trigger is pending; returns how many ran (0: another process holds the lock, and
-    it runs once more for this call).
+    it runs once more for this call; or ``rm`` is a Slurm cluster, which schedules
+    its jobs itself: :mod:`grid_tasks.scheduling.slurm_jobs`).
 
     ``events`` (committed job state changes, e.g. a just-stored job's PENDING) are
     published first, in the lock's round trip.  ``quick``: the first run is the quick
     pass (see :func:`~grid_tasks.scheduling.iteration.run_iteration`); runs for
     triggers that came in meanwhile are full ones."""
     client = services.redis
+    if _slurm(services, rm):
+        for event in events:
+            publish(client, event)
+        return 0
     token = uuid.uuid4().hex
     pipe = client.pipeline(transaction=False)
     for event in events:
@@ -88,6 +95,13 @@ def iterate_here(services: Services, rm: str, events: Sequence[Any] = (), *,
     elif busy:
         _watch(services, rm)
     return runs
+
+
+def _slurm(services: Services, rm: str) -> bool:
+    """Whether ``rm`` is a Slurm cluster (its topology ``kind``): Slurm schedules it."""
+    topology = topology_of(services.settings.topology_file)
+    spec = topology.rms.get(rm) if topology is not None else None
+    return spec is not None and spec.kind is RMKind.SLURM
 
 
 def lock_keeper(services: Services) -> LockKeeper:
