@@ -28,7 +28,9 @@ from __future__ import annotations
 import os
 import pwd
 import secrets
+import shutil
 import subprocess
+import tempfile
 from collections.abc import Callable, Iterator
 
 # Imported here, in the main thread, before any in-process Celery worker thread runs:
@@ -218,3 +220,13 @@ def made_user() -> Iterator[pwd.struct_passwd]:
         subprocess.run(["userdel", name], check=False, capture_output=True)
         with pytest.raises(KeyError):
             pwd.getpwnam(name)
+
+
+@pytest.fixture
+def open_dir() -> Iterator[Path]:
+    """A folder any account may write (tmp_path sits under a folder private to root), for
+    the output of jobs run as a throwaway account."""
+    path = Path(tempfile.mkdtemp(prefix="grid-tasks-test-"))
+    path.chmod(0o1777)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)

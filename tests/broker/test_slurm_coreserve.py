@@ -6,7 +6,6 @@ kinds with one common start, ``showstart`` across RMs and on the Slurm RM alone.
 from __future__ import annotations
 
 import json
-import os
 import time
 from collections.abc import Iterator
 from datetime import datetime, timedelta
@@ -23,30 +22,22 @@ from grid_tasks.broker.live import Broker
 from grid_tasks.broker.remote import PRUNE
 from grid_tasks.celery_app import SCHEDULER_QUEUE
 from grid_tasks.cli.planning import showstart
-from grid_tasks.embedded.slurm_cluster import SlurmSite, missing_binaries
+from grid_tasks.embedded.slurm_cluster import SlurmSite
 from grid_tasks.embedded.stack import prepare_database
 from grid_tasks.legion.collection import Requester
 from grid_tasks.node.registry import NodeRegistry
 from grid_tasks.ops.planning import show_start
 from grid_tasks.rsl.lower import SubjobRequest
 from grid_tasks.topology import load_topology
+from tests.slurm_site import NEEDS_SLURM, site_fixture
 
-MISSING = missing_binaries()
-pytestmark = [
-    pytest.mark.skipif(bool(MISSING), reason=f"Slurm/munge not installed (no {', '.join(MISSING)};"
-                       " Debian: apt-get install slurm-wlm munge)"),
-    pytest.mark.skipif(os.geteuid() != 0, reason="slurmd must run as root to start jobs"),
-    pytest.mark.timeout(120),
-]
+pytestmark = NEEDS_SLURM
 ME = Requester("tester", (), "localhost")
 BOTH = ("+(&(executable=/bin/true)(count=2)(resourceManagerContact=rmA)(label=a)(maxWallTime=1))"
         "(&(executable=/bin/true)(count=3)(resourceManagerContact=rmS)(label=s)(maxWallTime=1))")
 
 
-@pytest.fixture(scope="module")
-def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SlurmSite]:
-    with SlurmSite(tmp_path_factory.mktemp("slurm") / "site", {"s": 2}) as running:
-        yield running
+site = site_fixture({"s": 2})
 
 
 @pytest.fixture

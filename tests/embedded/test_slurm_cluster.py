@@ -3,31 +3,19 @@ submitter through the private munged, and gone without a trace after stop."""
 
 from __future__ import annotations
 
-import os
-import shutil
-import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
 import pytest
 
-from grid_tasks.embedded.slurm_cluster import SlurmCluster, SlurmSite, missing_binaries
+from grid_tasks.embedded.slurm_cluster import SlurmCluster, SlurmSite
 from grid_tasks.errors import ConfigError
+from tests.slurm_site import NEEDS_SLURM, site_fixture
 
-MISSING = missing_binaries()
-pytestmark = [
-    pytest.mark.skipif(bool(MISSING), reason=f"Slurm/munge not installed (no {', '.join(MISSING)};"
-                       " Debian: apt-get install slurm-wlm munge)"),
-    pytest.mark.skipif(os.geteuid() != 0, reason="slurmd must run as root to start jobs"),
-]
+pytestmark = NEEDS_SLURM
+site = site_fixture({"a": 2, "b": 2})
 
-
-@pytest.fixture(scope="module")
-def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SlurmSite]:
-    with SlurmSite(tmp_path_factory.mktemp("slurm") / "site", {"a": 2, "b": 2}) as running:
-        yield running
 
 
 def wait_state(cluster: SlurmCluster, job_id: str, wanted: set[str], timeout: float = 15.0) -> str:
@@ -63,14 +51,6 @@ def test_estimate_answers_on_stderr(site: SlurmSite) -> None:
     assert test.returncode == 0
     assert "to start at" in test.stderr and "in partition all" in test.stderr
 
-
-@pytest.fixture
-def open_dir() -> Iterator[Path]:
-    """A directory any account can write (pytest's tmp_path sits under an owner-only one)."""
-    path = Path(tempfile.mkdtemp(prefix="grid-tasks-test-"))
-    path.chmod(0o1777)
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
 
 
 def test_unprivileged_submitter_reaches_munge(site: SlurmSite, throwaway_user, open_dir: Path) -> None:

@@ -6,7 +6,6 @@ soon as its job ends (Slurm refuses while the job runs)."""
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
@@ -16,7 +15,7 @@ import pytest
 from sqlalchemy import select
 
 from grid_tasks import db
-from grid_tasks.embedded.slurm_cluster import SlurmSite, missing_binaries
+from grid_tasks.embedded.slurm_cluster import SlurmSite
 from grid_tasks.errors import NotFoundError
 from grid_tasks.gram.records import Outbox
 from grid_tasks.gram.submission import build_job
@@ -28,14 +27,9 @@ from grid_tasks.slurm import SlurmClient
 from grid_tasks.states import JobState
 from grid_tasks.topology import load_topology
 from grid_tasks.utc import from_epoch
+from tests.slurm_site import NEEDS_SLURM
 
-MISSING = missing_binaries()
-pytestmark = [
-    pytest.mark.skipif(bool(MISSING), reason=f"Slurm/munge not installed (no {', '.join(MISSING)};"
-                       " Debian: apt-get install slurm-wlm munge)"),
-    pytest.mark.skipif(os.geteuid() != 0, reason="slurmd must run as root to start jobs"),
-    pytest.mark.timeout(120),
-]
+pytestmark = NEEDS_SLURM
 
 
 class Grid:

@@ -24,28 +24,18 @@ from typing import Any
 import pytest
 
 from grid_tasks.embedded.redis_server import RedisServer
-from grid_tasks.embedded.slurm_cluster import SlurmCluster, SlurmSite, missing_binaries
+from grid_tasks.embedded.slurm_cluster import SlurmCluster, SlurmSite
 from grid_tasks.security.config import SigningSettings
 from grid_tasks.security.role_keys import ensure_grid_keys, subject_of
 from grid_tasks.security.roles import Role
 from grid_tasks.settings import Settings
 from tests.conftest import made_user
 from tests.gram.conftest import grid_settings
+from tests.slurm_site import skip_reason
 
 RM = "slurm1"
 GONE = "gone"  # a Slurm RM whose controller is down (no gatekeeper runs for it)
 ALICE = subject_of(Role.USER, "alice")
-
-
-def skip_reason() -> str | None:
-    """Why the live Slurm grid cannot run here (None: it can)."""
-    missing = missing_binaries()
-    if missing:
-        return (f"Slurm/munge not installed (no {', '.join(missing)}; Debian: apt-get "
-                "install slurm-wlm munge)")
-    if os.geteuid() != 0 or shutil.which("useradd") is None:
-        return "slurmd must run as root to start jobs, and the test account needs useradd"
-    return None
 
 
 @dataclass
@@ -66,7 +56,7 @@ class SlurmGrid:
 
 @pytest.fixture(scope="package")
 def slurm_grid(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SlurmGrid]:
-    reason = skip_reason()
+    reason = skip_reason(need_useradd=True)
     if reason:
         pytest.skip(reason)
     from grid_tasks import db

@@ -3,48 +3,30 @@ account, follow to the end with the exit code, cancel, and typed refusals."""
 
 from __future__ import annotations
 
-import os
 import shutil
-import tempfile
 import time
-from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
 
-from grid_tasks.embedded.slurm_cluster import SlurmSite, missing_binaries
+from grid_tasks.embedded.slurm_cluster import SlurmSite
 from grid_tasks.rsl import lower
 from grid_tasks.slurm import SlurmClient, SlurmRefused, SlurmUnavailable, batch_job
 from grid_tasks.slurm.errors import ReservationInUse
 from grid_tasks.slurm.parse import SlurmJob
 from grid_tasks.states import JobState
+from tests.slurm_site import NEEDS_SLURM, site_fixture
 
-MISSING = missing_binaries()
-pytestmark = [
-    pytest.mark.skipif(bool(MISSING), reason=f"Slurm/munge not installed (no {', '.join(MISSING)};"
-                       " Debian: apt-get install slurm-wlm munge)"),
-    pytest.mark.skipif(os.geteuid() != 0, reason="slurmd must run as root to start jobs"),
-]
+pytestmark = NEEDS_SLURM
+site = site_fixture({"s": 2})
 
-
-@pytest.fixture(scope="module")
-def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SlurmSite]:
-    with SlurmSite(tmp_path_factory.mktemp("slurm") / "site", {"s": 2}) as running:
-        yield running
 
 
 @pytest.fixture
 def client(site: SlurmSite) -> SlurmClient:
     return SlurmClient(str(site["s"].conf), partition="all")
 
-
-@pytest.fixture
-def open_dir() -> Iterator[Path]:
-    path = Path(tempfile.mkdtemp(prefix="grid-tasks-test-"))
-    path.chmod(0o1777)
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
 
 
 def follow(client: SlurmClient, job_id: int, until: set[JobState], timeout: float = 20.0) -> SlurmJob:

@@ -6,12 +6,8 @@ a running job is followed again once it is back.  (See tests/slurm/conftest.py.)
 
 from __future__ import annotations
 
-import shutil
 import socket
-import tempfile
 import time
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from sqlalchemy import select
@@ -29,14 +25,6 @@ from grid_tasks.scheduling.slurm_jobs import HandOver, slurm_side, submit_to_slu
 from grid_tasks.states import JobState, MauiJobState
 from tests.slurm.conftest import ALICE, GONE, RM
 
-
-@pytest.fixture
-def open_dir() -> Iterator[Path]:
-    """A folder the job's account may write (pytest's own are private)."""
-    path = Path(tempfile.mkdtemp(prefix="grid-tasks-test-"))
-    path.chmod(0o1777)
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
 
 
 def _row(grid, job_id: int):
