@@ -21,6 +21,7 @@ from typing import Iterable
 from grid_tasks.maui.config import SchedulerConfig
 from grid_tasks.maui.engine import Engine, Placement
 from grid_tasks.maui.idle import IdleQueue
+from grid_tasks.maui.lean import LeanPass
 from grid_tasks.maui.model import (
     ACL, IterationResult, Job, Node, Reservation, ReservationKind, SchedulerError, Start,
 )
@@ -68,6 +69,7 @@ class Scheduler(QueriesMixin):
         self.standing_refused: dict[str, str] = {}
         self._standing_seen: set[str] = set()
         self._standing_period: dict[str, tuple[object, int]] = {}  # spec name -> (spec, period done)
+        self.lean = LeanPass.maybe(self)  # the one-pool pass for a site's configuration
 
     # -- events --------------------------------------------------------------------
     def submit(self, job: Job, now: float) -> None:
@@ -179,9 +181,12 @@ class Scheduler(QueriesMixin):
         res.throttled += self.queue.parked  # never to start: not ranked, not considered
         order = self.ranking.rank([j for j in self.queue.ready.values() if self._feasible(j)], self.seq,
                                   now, self.queue.parked_priority)
-        self._offsets = tuple({j.walltime for j in order})
-        self._refresh_reservations(order, now, res)
-        self._schedule(order, now, res)
+        if self.lean is not None and self.lean.takes(order):
+            self.lean.run(order, now, res)
+        else:
+            self._offsets = tuple({j.walltime for j in order})
+            self._refresh_reservations(order, now, res)
+            self._schedule(order, now, res)
         eng.iteration_over()
         return res
 
