@@ -77,15 +77,17 @@ class _Steps:
 class LeanPass:
     """The priority pass of one :class:`Scheduler` on its single node (see module doc)."""
 
+    @staticmethod
+    def qualifies(sched: "Scheduler") -> bool:
+        """Whether the configuration is of the class the lean pass decides exactly."""
+        return (sched.config.fast_path and len(sched.engine.nodes) == 1
+                and type(sched.queue_policy) is CurrentHighest
+                and type(sched.backfill) in (FirstFit, BestFit))
+
     @classmethod
     def maybe(cls, sched: "Scheduler") -> "LeanPass | None":
-        """A lean pass when the configuration is of the class it decides exactly."""
-        eng = sched.engine
-        if (not sched.config.fast_path or len(eng.nodes) != 1
-                or type(sched.queue_policy) is not CurrentHighest
-                or type(sched.backfill) not in (FirstFit, BestFit)):
-            return None
-        return cls(sched)
+        """A lean pass when the configuration is of its class."""
+        return cls(sched) if cls.qualifies(sched) else None
 
     def __init__(self, sched: "Scheduler") -> None:
         self.sched = sched

@@ -30,6 +30,7 @@ from grid_tasks.maui.policies import machine_totals, policies_for
 from grid_tasks.maui.pool import Pool
 from grid_tasks.maui.pool_compiled import conservative_pool
 from grid_tasks.maui.pool_conservative import ConservativePool
+from grid_tasks.maui.pool_site import SitePool
 from grid_tasks.maui.priority import Fairshare
 from grid_tasks.maui.queries import QueriesMixin
 from grid_tasks.maui.ranking import Ranking
@@ -63,9 +64,10 @@ class Scheduler(QueriesMixin):
         self._accounted: dict[str, float] = {}
         self._offsets: tuple[float, ...] = ()
         active = self.fairshare.enabled or self.throttle.active
-        self.pool: Pool | ConservativePool | None = (
+        self.pool: Pool | ConservativePool | SitePool | None = (
             Pool.maybe(nodes, self.config, active)
-            or conservative_pool().maybe(nodes, self.config, policies.queue, policies.backfill, active))
+            or conservative_pool().maybe(nodes, self.config, policies.queue, policies.backfill, active)
+            or SitePool.maybe(self))
         self.standing_refused: dict[str, str] = {}
         self._standing_seen: set[str] = set()
         self._standing_period: dict[str, tuple[object, int]] = {}  # spec name -> (spec, period done)

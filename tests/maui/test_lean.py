@@ -113,10 +113,14 @@ def lockstep(pair: list[Scheduler], work: list[tuple]) -> int:
     return starts
 
 
-def pair_for(text: str, size: int) -> list[Scheduler]:
-    """A scheduler with its fast paths and one on the general engine alone."""
+def pair_for(text: str, size: int, pool: bool = False) -> list[Scheduler]:
+    """A scheduler with its fast paths (without its pool unless ``pool``: the lean pass
+    decides) and one on the general engine alone."""
     cfg = scheduler_config(parse_maui_config(text))
-    return [Scheduler([Node("pool", procs=size)], replace(cfg, fast_path=f)) for f in (True, False)]
+    pair = [Scheduler([Node("pool", procs=size)], replace(cfg, fast_path=f)) for f in (True, False)]
+    if not pool:
+        pair[0].pool = None  # a fresh scheduler: nothing to hand over
+    return pair
 
 
 @pytest.mark.parametrize("seed", range(30))
@@ -177,6 +181,7 @@ def test_trace_prefixes_decide_alike(cfg_path, trace, procs):
         pytest.skip("shared workloads not found")
     cfg = load_config(config=cfg_path)
     pair = [new_scheduler(procs, replace(cfg, fast_path=f), "c0") for f in (True, False)]
+    pair[0].pool = None
     assert pair[0].lean is not None and pair[1].lean is None
     calls = []
     real = pair[0].lean.run

@@ -1,0 +1,117 @@
+"""The site pool (compiled core) decides exactly as the general engine does.
+
+A scheduler on :class:`SitePool` and one on the general engine alone, on the same site
+configuration, are driven in lock step (tests/maui/test_lean.py's driver) through seeded
+random workloads and trace prefixes under config/maui.cfg and config/maui-site.cfg;
+after every call their results must be equal.  Handing the state over to the general
+engine in the middle of a replay must change nothing either, and a broken core must be
+caught.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import replace
+
+import pytest
+
+from grid_tasks.maui import Job, Node, Scheduler, SchedulerError
+from grid_tasks.maui import pool_site
+from grid_tasks.maui.pool_site import SitePool
+from grid_tasks.sim.core import load_config, new_scheduler
+from tests.maui.test_lean import (
+    SITE_FILES, WORKLOADS, _trace_jobs, lockstep, pair_for, site_cfg, workload,
+)
+
+pytestmark = pytest.mark.skipif(pool_site.CORE != "compiled", reason="the site pool's core is not built")
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_site_pool_decides_as_the_general_engine(seed):
+    rng = random.Random(seed)
+    size = rng.choice([4, 8, 16])
+    pair = pair_for(site_cfg(rng), size, pool=True)
+    assert isinstance(pair[0].pool, SitePool) and pair[1].pool is None
+    assert lockstep(pair, workload(rng, 80, size)) > 0
+    assert isinstance(pair[0].pool, SitePool)  # it decided throughout
+
+
+class _Handover(Scheduler):
+    """Leaves the pool for the general engine at its ``at``-th iteration."""
+
+    at = 0
+
+    def iterate(self, now):
+        self.at -= 1
+        if self.at == 0:
+            self._leave_pool(now)
+        return super().iterate(now)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_handing_over_mid_replay_changes_nothing(seed):
+    rng = random.Random(100 + seed)
+    size = rng.choice([4, 8])
+    text = site_cfg(rng)
+    pair = pair_for(text, size, pool=True)
+    moving = _Handover([Node("pool", procs=size)], pair[0].config)
+    moving.at = rng.randint(5, 60)
+    assert isinstance(moving.pool, SitePool)
+    lockstep([moving, pair[1]], workload(rng, 80, size))
+    assert moving.pool is None
+
+
+def test_a_job_the_pool_cannot_model_hands_over():
+    pair = pair_for("RESERVATIONPOLICY CURRENTHIGHEST\nXFACTORWEIGHT 10\n", 8, pool=True)
+    sched = pair[0]
+    sched.submit(Job("a", tasks=2, walltime=100, submit_time=0), 0)
+    sched.iterate(0)
+    assert isinstance(sched.pool, SitePool)
+    sched.submit(Job("b", tasks=2, walltime=100, submit_time=1, mem_per_task=10), 1)
+    assert sched.pool is None and set(sched.running_jobs()) == {"a"}
+    assert [j.id for j in sched.idle_jobs()] == ["b"]
+
+
+def test_the_pool_refuses_what_the_engine_refuses():
+    sched = pair_for("RESERVATIONPOLICY CURRENTHIGHEST\nXFACTORWEIGHT 10\n", 8, pool=True)[0]
+    with pytest.raises(SchedulerError, match="not running"):
+        sched.job_ended("nobody", 0)
+    with pytest.raises(SchedulerError, match="not idle"):
+        sched.cancel("nobody", 0)
+
+
+def test_a_broken_core_is_caught():
+    rng = random.Random(7)
+    pair = pair_for(site_cfg(random.Random(2)), 8, pool=True)
+    real = pair[0].pool.core.iterate
+
+    def skewed(now):
+        started, created, released, considered, throttled = real(now)
+        return started, created, released, considered + 1, throttled
+    pair[0].pool.core = _Wrap(pair[0].pool.core, iterate=skewed)
+    with pytest.raises(AssertionError):
+        lockstep(pair, workload(rng, 60, 8))
+
+
+class _Wrap:
+    def __init__(self, inner, **over):
+        self._inner, self._over = inner, over
+
+    def __getattr__(self, name):
+        return self._over.get(name) or getattr(self._inner, name)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("cfg_path", SITE_FILES, ids=lambda p: p.name)
+@pytest.mark.parametrize("trace,procs", [("KTH-SP2-1996-2.1-cln.swf.gz", 100),
+                                         ("SDSC-SP2-1998-4.2-cln.swf.gz", 128),
+                                         ("CTC-SP2-1996-3.1-cln.swf.gz", 338)])
+def test_trace_prefixes_decide_alike(cfg_path, trace, procs):
+    path = WORKLOADS / trace
+    if not path.exists():
+        pytest.skip("shared workloads not found")
+    cfg = load_config(config=cfg_path)
+    pair = [new_scheduler(procs, replace(cfg, fast_path=f), "c0") for f in (True, False)]
+    assert isinstance(pair[0].pool, SitePool)
+    assert lockstep(pair, _trace_jobs(path, procs, 3000)) > 0
+    assert isinstance(pair[0].pool, SitePool)
