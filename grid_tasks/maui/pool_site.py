@@ -22,6 +22,7 @@ pool's profile, once per period, and mirrored onto the core.
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from math import inf
 from typing import TYPE_CHECKING
 
@@ -89,6 +90,10 @@ class SitePool:
         self.running: dict[str, tuple[Job, float, None]] = {}
         self.job_res: dict[str, Reservation] = {}  # in creation order
         self.creds: dict[tuple[str, str], int] = {}
+        self._bykind: dict[tuple, tuple[int, ...]] = {}  # credential slots per credential tuple
+        self._hold_times: list[float] = []  # hold starts and ends, sorted (for next_wakeup)
+        self._hold_end = inf  # the earliest hold end (expiry is due from then on)
+        self._standing_until = -inf  # no standing reservation has a new period before this
 
     @property
     def queue(self) -> list[Job]:
@@ -104,8 +109,12 @@ class SitePool:
     # -- events --------------------------------------------------------------------
     def _register(self, job: Job, seq: int, ready: bool) -> int:
         sched = self.sched
-        bykind = tuple(-1 if (name := credential(job, kind)) is None else self._cred(kind, name)
-                       for kind in CREDENTIAL_KINDS)
+        creds = (job.user, job.group, job.account, job.job_class, job.qos)
+        bykind = self._bykind.get(creds)
+        if bykind is None:
+            bykind = self._bykind[creds] = tuple(
+                -1 if (name := credential(job, kind)) is None else self._cred(kind, name)
+                for kind in CREDENTIAL_KINDS)
         fixed = sched.ranking._fixed(job, job.submit_time)  # credentials and size: the same floats
         sched.ranking.forget(job.id)
         slot = self.core.submit(seq, float(job.submit_time), float(job.walltime), float(job.procs), job.tasks,
@@ -197,10 +206,10 @@ class SitePool:
         profile; True when a waiting job is admitted to a reservation made now."""
         sched = self.sched
         eng = sched.engine
-        if any(h.res.end <= now for h in eng.holds.values()):
+        if now >= self._hold_end:
             sched._expire_holds(now, res)  # ended: nothing of them lies ahead on the profile
             self._mirror_holds()
-        if not self._standing_due(now):
+        if now < self._standing_until or not self._standing_due(now):
             return False
         base = eng.prof[self.name]["p"]
         base.times, base.vals = self.core.profile()  # place them on the pool's real profile
@@ -216,12 +225,18 @@ class SitePool:
         return bool(new) and any(job.id in eng.acl_jobs or eng.accessible(job) for job in self.idle.values())
 
     def _standing_due(self, now: float) -> bool:
-        """Whether :meth:`Scheduler._refresh_standing` would look at a new period."""
+        """Whether :meth:`Scheduler._refresh_standing` would look at a new period; when
+        not, none will before the earliest next period (``_standing_until``)."""
         made = self.sched._standing_period
+        until = inf
         for name, spec in self.sched.config.standing_reservations.items():
             hit = made.get(name)
-            if hit is None or hit[0] is not spec or hit[1] != spec.period_index(now):
+            k = spec.period_index(now)
+            if hit is None or hit[0] is not spec or hit[1] != k:
                 return True
+            if spec.period != "INFINITY":
+                until = min(until, (k + 1) * spec._length())
+        self._standing_until = until
         return False
 
     def _mirror_holds(self) -> None:
@@ -232,13 +247,19 @@ class SitePool:
             if rem is not None:
                 segments.extend((a, b, v) for a, b, v in rem.segments(-inf, inf) if v)
         self.core.set_holds(segments)
+        holds = [h.res for h in self.sched.engine.holds.values()]
+        self._hold_times = sorted({t for r in holds for t in (r.start, r.end) if t < inf})
+        self._hold_end = min((r.end for r in holds), default=inf)
 
     # -- queries and hand-over -------------------------------------------------------
     def next_wakeup(self, now: float) -> float | None:
-        times = [self.core.next_reservation(now)]
-        for hold in self.sched.engine.holds.values():
-            times.extend(t for t in (hold.res.start, hold.res.end) if now < t < inf)
-        best = min(times)
+        """Earliest reservation start, or hold start or end, after ``now``."""
+        best = self.core.next_reservation(now)
+        times = self._hold_times
+        if times:
+            i = bisect_right(times, now)
+            if i < len(times) and times[i] < best:
+                best = times[i]
         return None if best == inf else best
 
     def reservations(self) -> list[Reservation]:

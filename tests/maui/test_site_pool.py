@@ -23,9 +23,10 @@ from tests.maui.test_lean import (
     SITE_FILES, WORKLOADS, _trace_jobs, lockstep, pair_for, site_cfg, workload,
 )
 
-pytestmark = pytest.mark.skipif(pool_site.CORE != "compiled", reason="the site pool's core is not built")
+compiled = pytest.mark.skipif(pool_site.CORE != "compiled", reason="the site pool's core is not built")
 
 
+@compiled
 @pytest.mark.parametrize("seed", range(40))
 def test_site_pool_decides_as_the_general_engine(seed):
     rng = random.Random(seed)
@@ -48,6 +49,7 @@ class _Handover(Scheduler):
         return super().iterate(now)
 
 
+@compiled
 @pytest.mark.parametrize("seed", range(12))
 def test_handing_over_mid_replay_changes_nothing(seed):
     rng = random.Random(100 + seed)
@@ -61,6 +63,7 @@ def test_handing_over_mid_replay_changes_nothing(seed):
     assert moving.pool is None
 
 
+@compiled
 def test_a_job_the_pool_cannot_model_hands_over():
     pair = pair_for("RESERVATIONPOLICY CURRENTHIGHEST\nXFACTORWEIGHT 10\n", 8, pool=True)
     sched = pair[0]
@@ -72,6 +75,7 @@ def test_a_job_the_pool_cannot_model_hands_over():
     assert [j.id for j in sched.idle_jobs()] == ["b"]
 
 
+@compiled
 def test_the_pool_refuses_what_the_engine_refuses():
     sched = pair_for("RESERVATIONPOLICY CURRENTHIGHEST\nXFACTORWEIGHT 10\n", 8, pool=True)[0]
     with pytest.raises(SchedulerError, match="not running"):
@@ -80,6 +84,7 @@ def test_the_pool_refuses_what_the_engine_refuses():
         sched.cancel("nobody", 0)
 
 
+@compiled
 def test_a_broken_core_is_caught():
     rng = random.Random(7)
     pair = pair_for(site_cfg(random.Random(2)), 8, pool=True)
@@ -101,6 +106,7 @@ class _Wrap:
         return self._over.get(name) or getattr(self._inner, name)
 
 
+@compiled
 @pytest.mark.slow
 @pytest.mark.parametrize("cfg_path", SITE_FILES, ids=lambda p: p.name)
 @pytest.mark.parametrize("trace,procs", [("KTH-SP2-1996-2.1-cln.swf.gz", 100),
@@ -115,3 +121,15 @@ def test_trace_prefixes_decide_alike(cfg_path, trace, procs):
     assert isinstance(pair[0].pool, SitePool)
     assert lockstep(pair, _trace_jobs(path, procs, 3000)) > 0
     assert isinstance(pair[0].pool, SitePool)
+
+
+def test_the_compiled_site_core_runs_where_it_could_be_built():
+    """Built with the conservative core (``setup.py``): a site's configuration must run on
+    it wherever that one was built, unless GRID_TASKS_PURE=1 asks for the lean pass."""
+    from grid_tasks.maui import pool_compiled
+
+    if pool_compiled._conservative is None or pool_compiled.FORCED_PURE:
+        pytest.skip("no compiled cores here (or GRID_TASKS_PURE)")
+    assert pool_site._site is not None, "the conservative core was built but the site core was not"
+    sched = new_scheduler(64, load_config(config=SITE_FILES[1]))
+    assert type(sched.pool) is SitePool and sched.lean is not None
