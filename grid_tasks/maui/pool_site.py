@@ -170,7 +170,7 @@ class SitePool:
     def iterate(self, now: float) -> IterationResult:
         sched = self.sched
         node = self.node
-        if not _whole(now) or not node.usable or node.utilized_procs:
+        if not (now % 1.0 == 0.0 and -_EXACT < now < _EXACT) or not node.usable or node.utilized_procs:
             sched._leave_pool(now)
             return sched._iterate(now)
         res = IterationResult(now)
@@ -182,8 +182,10 @@ class SitePool:
             return rest
         started, created, released, considered, throttled = self.core.iterate(now)
         by_slot, job_res = self.by_slot, self.job_res
+        dropped = {}
         for slot in released:
-            res.reservations_released.append(job_res.pop(by_slot[slot].id))
+            r = dropped[slot] = job_res.pop(by_slot[slot].id)
+            res.reservations_released.append(r)
         for slot, backfill in started:
             job = by_slot[slot]
             del self.idle[job.id]
@@ -192,10 +194,13 @@ class SitePool:
             res.backfilled += backfill
         for slot, t in created:
             job = by_slot[slot]
-            r = job_res[job.id] = Reservation(
-                name=f"job.{job.id}", start=t, end=t + job.walltime, acl=ACL(jobs=frozenset({job.id})),
-                tasks=job.tasks, procs_per_task=job.procs_per_task, kind=ReservationKind.JOB, job_id=job.id,
-                allocation={self.name: job.tasks})
+            r = dropped.get(slot)
+            if r is None or r.start != t:  # the same reservation made again is the same object
+                r = Reservation(name=f"job.{job.id}", start=t, end=t + job.walltime,
+                                acl=ACL(jobs=frozenset({job.id})), tasks=job.tasks,
+                                procs_per_task=job.procs_per_task, kind=ReservationKind.JOB, job_id=job.id,
+                                allocation={self.name: job.tasks})
+            job_res[job.id] = r
             res.reservations_created.append(r)
         res.considered = considered
         res.throttled = len(self.parked) + throttled
