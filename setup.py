@@ -6,5 +6,6 @@ from setuptools import Extension, setup
 
 setup(ext_modules=[Extension("grid_tasks.maui._conservative", ["grid_tasks/maui/_conservative.c"],
                              optional=True),
-                   Extension("grid_tasks.maui._site", ["grid_tasks/maui/_site.c"], optional=True,
+                   Extension("grid_tasks.maui._site", ["grid_tasks/maui/_site.c", "grid_tasks/maui/_site_core.c"],
+                             depends=["grid_tasks/maui/_site.h"], optional=True,
                              extra_compile_args=["-ffp-contract=off"])])

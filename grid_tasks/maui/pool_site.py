@@ -57,6 +57,12 @@ def _whole(x: float) -> bool:
     return float(x).is_integer() and abs(x) < _EXACT
 
 
+def _isfloat(x: float) -> int:
+    """1 for a float time, 0 for an int: the core hands times back as the type the general
+    engine's arithmetic on the same objects would give (an int trace stays int)."""
+    return int(isinstance(x, float))
+
+
 class SitePool:
     """A site's configuration on one processor pool (see the module docstring)."""
 
@@ -117,12 +123,16 @@ class SitePool:
                 for kind in CREDENTIAL_KINDS)
         fixed = sched.ranking._fixed(job, job.submit_time)  # credentials and size: the same floats
         sched.ranking.forget(job.id)
-        slot = self.core.submit(seq, float(job.submit_time), float(job.walltime), float(job.procs), job.tasks,
+        slot = self.core.submit(seq, float(job.submit_time), float(job.walltime), _isfloat(job.walltime),
+                                float(job.procs), job.tasks,
                                 job.procs_per_task, float(job.priority), float(sched.backfill.metric(job)),
                                 float(sched.fairshare.usage_rate(job)), 0.0, bykind, fixed, int(ready),
                                 int(sched.engine.can_ever_fit(job)))
         self.slot[job.id] = slot
-        self.by_slot.append(job)
+        if slot == len(self.by_slot):
+            self.by_slot.append(job)
+        else:  # the slot of a job gone, reused by the core
+            self.by_slot[slot] = job
         return slot
 
     def _cred(self, kind: str, name: str) -> int:
@@ -149,13 +159,13 @@ class SitePool:
     def ended(self, job_id: str, now: float) -> None:
         if self.running.pop(job_id, None) is None:
             raise SchedulerError(f"job {job_id} is not running")
-        self.core.ended(self.slot[job_id], now)
+        self.core.ended(self.slot.pop(job_id), now, _isfloat(now))
 
     def cancel(self, job_id: str) -> None:
         if self.idle.pop(job_id, None) is None:
             raise SchedulerError(f"job {job_id} is not idle")
         self.parked.discard(job_id)
-        if self.core.cancel(self.slot[job_id]):
+        if self.core.cancel(self.slot.pop(job_id)):
             del self.job_res[job_id]
             self.sched.freed = True
 
@@ -163,7 +173,7 @@ class SitePool:
         """A job already running since ``start`` (state rebuilt, or a test setup)."""
         if not _whole(start) or self.core.min_over(max(start, now), start + job.walltime) < job.procs:
             raise SchedulerError(f"job {job.id}: allocation {{'{self.name}': {job.tasks}}} is not free")
-        self.core.restore(self._register(job, self.sched.seq[job.id], True), float(start))
+        self.core.restore(self._register(job, self.sched.seq[job.id], True), float(start), _isfloat(start))
         self.running[job.id] = (job, start, None)
 
     # -- the iteration -------------------------------------------------------------
@@ -180,7 +190,7 @@ class SitePool:
             rest.reservations_released[:0] = res.reservations_released
             rest.reservations_created[:0] = res.reservations_created
             return rest
-        started, created, released, considered, throttled = self.core.iterate(now)
+        started, created, released, considered, throttled = self.core.iterate(now, _isfloat(now))
         by_slot, job_res = self.by_slot, self.job_res
         dropped = {}
         for slot in released:
@@ -192,10 +202,11 @@ class SitePool:
             self.running[job.id] = (job, now, None)
             res.started.append(Start(job.id, now, {self.name: job.tasks}))
             res.backfilled += backfill
-        for slot, t in created:
+        for slot, t, tf in created:
             job = by_slot[slot]
+            t = t if tf else int(t)  # the type the general engine's own arithmetic gives
             r = dropped.get(slot)
-            if r is None or r.start != t:  # the same reservation made again is the same object
+            if r is None or r.start != t or type(r.start) is not type(t):  # made again: the same object
                 r = Reservation(name=f"job.{job.id}", start=t, end=t + job.walltime,
                                 acl=ACL(jobs=frozenset({job.id})), tasks=job.tasks,
                                 procs_per_task=job.procs_per_task, kind=ReservationKind.JOB, job_id=job.id,
@@ -225,7 +236,7 @@ class SitePool:
             for prof, a, b, d in hold.ops:
                 if prof is not base:  # pragma: no cover - a standing reservation borrows from no hold
                     raise SchedulerError(f"reservation {hold.res.name}: charged outside the pool")
-                self.core.add(a, b, d)
+                self.core.add(a, _isfloat(a), b, _isfloat(b), d)
         self._mirror_holds()
         return bool(new) and any(job.id in eng.acl_jobs or eng.accessible(job) for job in self.idle.values())
 
@@ -253,14 +264,16 @@ class SitePool:
                 segments.extend((a, b, v) for a, b, v in rem.segments(-inf, inf) if v)
         self.core.set_holds(segments)
         holds = [h.res for h in self.sched.engine.holds.values()]
-        self._hold_times = sorted({t for r in holds for t in (r.start, r.end) if t < inf})
+        self._hold_times = sorted(t for r in holds for t in (r.start, r.end) if t < inf)
         self._hold_end = min((r.end for r in holds), default=inf)
 
     # -- queries and hand-over -------------------------------------------------------
     def next_wakeup(self, now: float) -> float | None:
         """Earliest reservation start, or hold start or end, after ``now``."""
-        best = self.core.next_reservation(now)
-        times = self._hold_times
+        best, isfloat = self.core.next_reservation(now)
+        if best < inf and not isfloat:
+            best = int(best)  # the type the general engine's own arithmetic gives
+        times = self._hold_times  # sorted by value, ties in hold order: min() takes the first
         if times:
             i = bisect_right(times, now)
             if i < len(times) and times[i] < best:
@@ -279,6 +292,14 @@ class SitePool:
     def held(self) -> list[tuple[Job, Reservation]]:
         """Job reservations with their jobs, in the order they were made."""
         return [(self.idle[jid], r) for jid, r in self.job_res.items()]
+
+    def handed_over(self) -> None:
+        """After :meth:`export`: the general engine's processor profile becomes the core's
+        own, breakpoint for breakpoint (the same free amounts the placements just made,
+        and the same times, so later reservations start at the same int or float times)."""
+        base = self.sched.engine.prof[self.name]["p"]
+        base.times, base.vals = self.core.profile()
+        self.sched.engine.curve = None
 
     def export(self) -> tuple[list[Job], list[tuple[Job, float]]]:
         """Idle jobs in order and running jobs with their start, for the general engine;
@@ -303,4 +324,4 @@ class SitePool:
         eng.curve = None
         for job in self.idle.values():
             sched.ranking.forget(job.id)
-        return list(self.idle.values()), [(self.by_slot[slot], start) for slot, start, _ in running]
+        return list(self.idle.values()), [self.running[self.by_slot[slot].id][:2] for slot, _, _ in running]

@@ -229,5 +229,6 @@ class QueriesMixin:
         for job, r in pool.held():  # reservations keep their place (HIGHEST moves them only earlier)
             self.job_res[job.id] = self.engine.place(job, r.start, job.walltime, dict(r.allocation),
                                                      running=False, reservation=r)
+        getattr(pool, "handed_over", lambda: None)()  # a pool may have more to put in place
         self.freed = True
 

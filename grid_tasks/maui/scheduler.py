@@ -6,11 +6,12 @@ priority, throttling, start in priority order, job reservations up to RESERVATIO
 backfill without delaying any reservation, statistics.  It returns decisions and never
 does I/O or reads the clock.
 
-A single node carrying only processor requests (a trace machine) with submission-order
-priority runs on a pool fast path (:mod:`grid_tasks.maui.pool` for depth 0 or 1,
-:mod:`grid_tasks.maui.pool_conservative` for conservative backfill), which makes the
-same decisions at a fraction of the cost; anything else moves the state to the general
-engine, once and for all.
+A single node carrying only processor requests (a trace machine) runs on a pool fast
+path making the same decisions at a fraction of the cost: :mod:`~grid_tasks.maui.pool`
+(submission order, depth 0 or 1), :mod:`~grid_tasks.maui.pool_conservative` (conservative
+backfill) or :mod:`~grid_tasks.maui.pool_site` (a site's CURRENTHIGHEST configuration,
+whose pure reference is the lean pass of :mod:`~grid_tasks.maui.lean`); anything a pool
+does not model moves the state to the general engine, once and for all.
 """
 
 from __future__ import annotations

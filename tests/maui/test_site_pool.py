@@ -90,12 +90,40 @@ def test_a_broken_core_is_caught():
     pair = pair_for(site_cfg(random.Random(2)), 8, pool=True)
     real = pair[0].pool.core.iterate
 
-    def skewed(now):
-        started, created, released, considered, throttled = real(now)
+    def skewed(now, isfloat):
+        started, created, released, considered, throttled = real(now, isfloat)
         return started, created, released, considered + 1, throttled
     pair[0].pool.core = _Wrap(pair[0].pool.core, iterate=skewed)
     with pytest.raises(AssertionError):
         lockstep(pair, workload(rng, 60, 8))
+
+
+@compiled
+def test_slots_of_jobs_gone_are_reused():
+    """A long replay (or a live scheduler) keeps only the jobs still known."""
+    sched = pair_for("RESERVATIONPOLICY CURRENTHIGHEST\nXFACTORWEIGHT 10\nFSPOLICY DEDICATEDPS\n", 4,
+                     pool=True)[0]
+    for i in range(300):
+        sched.submit(Job(f"j{i}", tasks=2, walltime=10, submit_time=10 * i, user=f"u{i % 3}"), 10 * i)
+        sched.iterate(10 * i)
+        sched.job_ended(f"j{i}", 10 * i + 5)
+        sched.iterate(10 * i + 5)
+    assert len(sched.pool.by_slot) <= 2 and not sched.pool.slot
+
+
+@compiled
+def test_the_core_refuses_a_wrong_slot():
+    core = pair_for("RESERVATIONPOLICY CURRENTHIGHEST\nXFACTORWEIGHT 10\n", 4, pool=True)[0].pool.core
+    with pytest.raises(KeyError, match="no job in that slot"):
+        core.ended(7, 0.0, 1)
+    slot = core.submit(1, 0.0, 10.0, 0, 2.0, 2, 1, 0.0, 2.0, 2.0, 0.0, (-1,) * 5, (None,) * 2, 1, 1)
+    with pytest.raises(ValueError, match="not running"):
+        core.ended(slot, 0.0, 1)
+    with pytest.raises(ValueError, match="no such credential"):
+        core.submit(2, 0.0, 10.0, 0, 2.0, 2, 1, 0.0, 2.0, 2.0, 0.0, (5, -1, -1, -1, -1), (), 1, 1)
+    assert core.cancel(slot) is False
+    with pytest.raises(KeyError):
+        core.cancel(slot)
 
 
 class _Wrap:
