@@ -71,7 +71,11 @@ static PyObject *Core_credential(Core *c, PyObject *args) {
         return NULL;
     PyObject *seq = PySequence_Fast(limits, "limits must be a sequence");
     if (!seq) return NULL;
-    if (PySequence_Fast_GET_SIZE(seq) != 4) { Py_DECREF(seq); PyErr_SetString(PyExc_ValueError, "4 limits"); return NULL; }
+    if (PySequence_Fast_GET_SIZE(seq) != 4) {
+        Py_DECREF(seq);
+        PyErr_SetString(PyExc_ValueError, "4 limits");
+        return NULL;
+    }
     for (int k = 0; k < 4; k++) {
         PyObject *lim = PySequence_Fast_GET_ITEM(seq, k);
         if (lim == Py_None) continue;
@@ -248,14 +252,17 @@ static PyObject *Core_profile(Core *c, PyObject *noargs) {
 
 static PyMethodDef Core_methods[] = {
     {"credential", (PyCFunction)Core_credential, METH_VARARGS,
-     "credential(kind, fs target or None, target mode, 4 (soft, hard) limits or None, MAXIJOB or None) -> index"},
+     "credential(kind, fs target or None, target mode, 4 (soft, hard) limits or None, "
+     "MAXIJOB or None) -> index"},
     {"submit", (PyCFunction)Core_submit, METH_VARARGS,
      "submit(seq, submit, walltime, walltime is float, procs, tasks, ppt, priority, metric, rate, "
      "accounted, credential per kind, fixed parts, ready, ever_fit) -> slot"},
     {"cancel", (PyCFunction)Core_cancel, METH_VARARGS, "cancel(slot) -> whether it held a reservation"},
     {"ended", (PyCFunction)Core_ended, METH_VARARGS, "ended(slot, now, now is float)"},
-    {"restore", (PyCFunction)Core_restore, METH_VARARGS, "restore(slot, start, start is float): running since start"},
-    {"add", (PyCFunction)Core_add, METH_VARARGS, "add(start, start is float, end, end is float, delta): free amount over [start, end)"},
+    {"restore", (PyCFunction)Core_restore, METH_VARARGS,
+     "restore(slot, start, start is float): running since start"},
+    {"add", (PyCFunction)Core_add, METH_VARARGS,
+     "add(start, start is float, end, end is float, delta): free amount over [start, end)"},
     {"set_holds", (PyCFunction)Core_set_holds, METH_VARARGS, "set_holds([(start, end, amount)])"},
     {"iterate", (PyCFunction)Core_iterate, METH_VARARGS,
      "iterate(now, now is float) -> ([(slot, backfill)], [(slot, start, start is float)], [slot], "
@@ -264,7 +271,8 @@ static PyMethodDef Core_methods[] = {
      "next_reservation(now) -> (earliest reservation start after now, it is a float)"},
     {"min_over", (PyCFunction)Core_min_over, METH_VARARGS, "min_over(start, end): least free"},
     {"export", (PyCFunction)Core_export, METH_NOARGS, "(running, reserved, usage per credential, totals)"},
-    {"profile", (PyCFunction)Core_profile, METH_NOARGS, "(times, values) of the free-processor profile, each time an int or float as it came"},
+    {"profile", (PyCFunction)Core_profile, METH_NOARGS,
+     "(times, values) of the free-processor profile, each time an int or float as it came"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -292,6 +300,9 @@ PyMODINIT_FUNC PyInit__site(void) {
     PyObject *m = PyModule_Create(&module);
     if (!m) return NULL;
     Py_INCREF(&CoreType);
-    if (PyModule_AddObject(m, "Core", (PyObject *)&CoreType) < 0) { Py_DECREF(&CoreType); Py_DECREF(m); return NULL; }
+    if (PyModule_AddObject(m, "Core", (PyObject *)&CoreType) < 0) {
+        Py_DECREF(&CoreType); Py_DECREF(m);
+        return NULL;
+    }
     return m;
 }

@@ -84,7 +84,9 @@ static inline int grow(void **p, idx *cap, idx need, size_t size) {
     return 0;
 }
 
-#define PUSH(arr, n, cap, x) (grow((void **)&(arr), &(cap), (n) + 1, sizeof(*(arr))) < 0 ? -1 : ((arr)[(n)++] = (x), 0))
+/* append x to arr (n items, cap allocated): 0, or -1 with MemoryError set */
+#define PUSH(arr, n, cap, x) \
+    (grow((void **)&(arr), &(cap), (n) + 1, sizeof(*(arr))) < 0 ? -1 : ((arr)[(n)++] = (x), 0))
 
 /* _site_core.c: every decision, in the Python reference's arithmetic */
 int site_new_ring(Core *c, long long **tag, double **val);

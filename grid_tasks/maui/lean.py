@@ -198,12 +198,14 @@ class LeanPass:
             return False
         sched = self.sched
         if t <= now:  # never after a failed fit; kept exact all the same
-            sched._reserve_job(job, now, now, res)
+            if not sched._reserve_job(job, now, now, res):
+                return False
             pl = sched.job_res[job.id]
             return not (pl.start <= now and sched._start_reserved(job, pl, now, res, blocked))
         alloc = {self.name: job.tasks}
-        r = Reservation(name=f"job.{job.id}", start=t, end=t + job.walltime, acl=ACL(jobs=frozenset({job.id})),
-                        tasks=job.tasks, procs_per_task=job.procs_per_task, kind=ReservationKind.JOB,
+        r = Reservation(name=f"job.{job.id}", start=t, end=t + job.walltime,
+                        acl=ACL(jobs=frozenset({job.id})), tasks=job.tasks,
+                        procs_per_task=job.procs_per_task, kind=ReservationKind.JOB,
                         job_id=job.id, allocation=dict(alloc))
         sched.job_res[job.id] = sched.engine.place(job, t, job.walltime, alloc, running=False, reservation=r)
         res.reservations_created.append(r)

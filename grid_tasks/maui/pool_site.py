@@ -74,8 +74,9 @@ class SitePool:
         node = next(iter(sched.engine.nodes.values()))
         if not node.usable or node.utilized_procs:
             return None
-        if any(not fixed and any(sub not in _CODES for sub, _, _ in subs) for _, subs, fixed in sched.ranking.terms):
-            return None
+        moving = [subs for _, subs, fixed in sched.ranking.terms if not fixed]
+        if any(sub not in _CODES for subs in moving for sub, _, _ in subs):
+            return None  # a moving part the core does not compute
         return cls(sched)
 
     def __init__(self, sched: "Scheduler") -> None:
@@ -131,7 +132,7 @@ class SitePool:
         self.slot[job.id] = slot
         if slot == len(self.by_slot):
             self.by_slot.append(job)
-        else:  # the slot of a job gone, reused by the core
+        else:  # the slot of a job gone, reused
             self.by_slot[slot] = job
         return slot
 
@@ -171,8 +172,19 @@ class SitePool:
 
     def restore(self, job: Job, start: float, now: float) -> None:
         """A job already running since ``start`` (state rebuilt, or a test setup)."""
-        if not _whole(start) or self.core.min_over(max(start, now), start + job.walltime) < job.procs:
-            raise SchedulerError(f"job {job.id}: allocation {{'{self.name}': {job.tasks}}} is not free")
+        alloc = {self.name: job.tasks}
+        if not _whole(start):  # the core counts whole seconds: the general engine takes over
+            sched = self.sched
+            sched._leave_pool(now)
+            eng = sched.engine
+            if not eng.fits(job, alloc, max(start, now), start + job.walltime, now, eng.accessible(job)):
+                raise SchedulerError(f"job {job.id}: allocation {alloc} is not free")
+            eng.place(job, start, job.walltime, alloc, running=True)
+            sched._accounted[job.id] = start
+            sched.throttle.started(job, 1, start)
+            return
+        if self.core.min_over(max(start, now), start + job.walltime) < job.procs:
+            raise SchedulerError(f"job {job.id}: allocation {alloc} is not free")
         self.core.restore(self._register(job, self.sched.seq[job.id], True), float(start), _isfloat(start))
         self.running[job.id] = (job, start, None)
 

@@ -161,3 +161,20 @@ def test_the_compiled_site_core_runs_where_it_could_be_built():
     assert pool_site._site is not None, "the conservative core was built but the site core was not"
     sched = new_scheduler(64, load_config(config=SITE_FILES[1]))
     assert type(sched.pool) is SitePool and sched.lean is not None
+
+
+@compiled
+@pytest.mark.parametrize("start", [0, 2.5])
+def test_a_restored_job_runs_as_on_the_general_engine(start):
+    """Whole seconds stay on the pool; a fractional start hands over (the core counts
+    whole seconds), and both decide what the general engine decides."""
+    pair = pair_for(site_cfg(random.Random(5)), 8, pool=True)
+    for sched in pair:
+        sched.restore_running(Job("r", tasks=6, walltime=100, user="u1"), start, {"pool": 6}, now=5)
+        with pytest.raises(SchedulerError, match="is not free"):
+            sched.restore_running(Job("x", tasks=4, walltime=100, user="u1"), start, {"pool": 4}, now=5)
+    assert isinstance(pair[0].pool, SitePool) == (start == 0)
+    work = workload(random.Random(6), 40, 8)
+    for job, _, _ in work:
+        job.submit_time += 5
+    assert lockstep(pair, work) > 0
