@@ -178,3 +178,17 @@ def test_a_restored_job_runs_as_on_the_general_engine(start):
     for job, _, _ in work:
         job.submit_time += 5
     assert lockstep(pair, work) > 0
+
+
+@compiled
+@pytest.mark.parametrize("seed", range(6))
+def test_a_reservation_admitting_a_waiting_job_hands_over(seed):
+    """A standing reservation whose ACL admits a queued user: the pool hands over when the
+    occurrence is made (or when such a job is submitted), deciding as the engine does."""
+    rng = random.Random(200 + seed)
+    text = site_cfg(rng) + ("SRCFG[mine] PERIOD=DAY STARTTIME=00:00:30 ENDTIME=00:08:00 "
+                            "TASKCOUNT=2 RESOURCES=PROCS:1 USERLIST=u1\n")
+    pair = pair_for(text, 8, pool=True)
+    assert isinstance(pair[0].pool, SitePool)
+    assert lockstep(pair, workload(rng, 60, 8)) > 0
+    assert pair[0].pool is None and pair[0].engine.holds
