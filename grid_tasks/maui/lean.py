@@ -105,8 +105,8 @@ class LeanPass:
         if not node.usable or (node.utilized_procs and self.sched.engine.avail.counts_utilized):
             return False
         eng = self.sched.engine
-        if eng._hold_list is not self._holds:  # the holds changed: admissions may have
-            self._holds, self._ok = eng._hold_list, set()
+        if eng._hold_list is not self._holds or len(self._ok) > 2 * len(order) + 4096:
+            self._holds, self._ok = eng._hold_list, set()  # holds changed (or jobs long gone)
         ok = self._ok
         for job in order:
             if job.id not in ok:
