@@ -35,19 +35,29 @@ SITE_FILES = [ROOT / "config" / "maui.cfg", ROOT / "config" / "maui-site.cfg"]
 def site_cfg(rng: random.Random) -> str:
     """A random site configuration of the lean pass's class."""
     lines = ["RESERVATIONPOLICY CURRENTHIGHEST",
-             f"RESERVATIONDEPTH {rng.choice([1, 2, 4])}",
+             f"RESERVATIONDEPTH {rng.choice([0, 1, 2, 4, 100])}",
              f"BACKFILLPOLICY {rng.choice(['FIRSTFIT', 'BESTFIT'])}",
              f"BACKFILLMETRIC {rng.choice(['PROCS', 'PROCSECONDS', 'SECONDS'])}",
              f"QUEUETIMEWEIGHT {rng.choice([0, 1])}", f"XFACTORWEIGHT {rng.choice([1, 10])}"]
     if rng.random() < 0.7:
-        lines += ["FSPOLICY DEDICATEDPS", "FSDEPTH 3", "FSINTERVAL 500", "FSDECAY 0.8",
-                  "FSWEIGHT 1", "FSUSERWEIGHT 10", "FSGROUPWEIGHT 2",
-                  "USERCFG[DEFAULT] FSTARGET=30", "GROUPCFG[g0] FSTARGET=50+"]
+        lines += [f"FSPOLICY {rng.choice(['DEDICATEDPS', 'DEDICATEDPES'])}",
+                  f"FSDEPTH {rng.choice([1, 3])}", "FSINTERVAL 500", "FSDECAY 0.8",
+                  "FSWEIGHT 1", "FSUSERWEIGHT 10", "FSGROUPWEIGHT 2", "FSACCOUNTWEIGHT 1",
+                  "USERCFG[DEFAULT] FSTARGET=30", "GROUPCFG[g0] FSTARGET=50+",
+                  "USERCFG[u2] FSTARGET=10-", "ACCOUNTCFG[a1] FSTARGET=20"]
     if rng.random() < 0.7:
         lines.append(f"USERCFG[DEFAULT] MAXJOB={rng.choice(['1,2', '2,3', '3'])}")
         lines.append(f"GROUPCFG[g1] MAXPROC={rng.choice(['4,6', '6'])}")
     if rng.random() < 0.3:
+        lines += ["ACCOUNTCFG[a0] MAXPS=4000,9000", "CLASSCFG[c1] MAXNODE=2,3", "QOSCFG[q1] MAXJOB=1"]
+    if rng.random() < 0.3:
         lines.append("USERCFG[u1] MAXIJOB=1 PRIORITY=50")
+    if rng.random() < 0.4:  # credential priorities and size: the fixed parts of a priority
+        lines += ["CREDWEIGHT 1", "USERWEIGHT 1", "CLASSWEIGHT 2", "QOSWEIGHT 10", "ACCOUNTWEIGHT 1",
+                  "CLASSCFG[c1] PRIORITY=20", "QOSCFG[q1] PRIORITY=5", "ACCOUNTCFG[a1] PRIORITY=3",
+                  "RESWEIGHT 1", "PROCWEIGHT 5"]
+    if rng.random() < 0.2:
+        lines.append("NODEAVAILABILITYPOLICY DEDICATED")
     if rng.random() < 0.6:  # a standing reservation nobody in the queue is admitted to
         lines.append("SRCFG[maint] PERIOD=DAY STARTTIME=00:05:00 ENDTIME=00:20:00 "
                      "TASKCOUNT=2 RESOURCES=PROCS:1 USERLIST=root")
@@ -62,9 +72,13 @@ def workload(rng: random.Random, n: int, size: int) -> list[tuple]:
         est = rng.choice([10, 50, 100, 300, 1000])
         run = max(1, min(est, rng.choice([est, est // 2, rng.randint(1, est)])))
         cancel = rng.choice([None] * 8 + [rng.randint(0, 400)])
-        job = Job(f"j{i}", tasks=rng.randint(1, size), walltime=float(est) if rng.random() < 0.2 else est,
+        ppt = rng.choice([1, 1, 1, 2])
+        job = Job(f"j{i}", tasks=max(1, rng.randint(1, size) // ppt), procs_per_task=ppt,
+                  walltime=float(est) if rng.random() < 0.2 else est,
                   submit_time=float(t) if rng.random() < 0.2 else t,
-                  user=f"u{rng.randint(0, 3)}", group=f"g{rng.randint(0, 1)}")
+                  user=f"u{rng.randint(0, 3)}", group=f"g{rng.randint(0, 1)}",
+                  account=rng.choice([None, "a0", "a1"]), job_class=rng.choice([None, "c0", "c1"]),
+                  qos=rng.choice([None, None, "q1"]), priority=rng.choice([0, 0, 0, 7]))
         out.append((job, run, cancel))
     return out
 
