@@ -12,7 +12,7 @@ resident memory (``ru_maxrss``) is its own.  Printed per run: wall time (reading
 the gzipped trace included), jobs per second, events per second, peak memory,
 the speed-up over the reference simulator's EASY times measured on a machine
 like this one (15 s, 105 s, 17 s) and the deviation of mean wait / bsld from the
-reference table; the header says which conservative core ran (``GRID_TASKS_PURE=1``
+reference table; the header says which conservative and site cores ran (``GRID_TASKS_PURE=1``
 forces the pure-Python one).  ``--profile`` prints the cProfile hot spots of one replay.
 
 ``--configs`` replays maui.cfg files on the same traces; each is printed beside the
@@ -58,6 +58,13 @@ def conservative_core() -> str:
     """Which core the conservative replays run on (``compiled`` unless the extension
     is missing or GRID_TASKS_PURE=1 forces the pure-Python reference)."""
     from grid_tasks.maui.pool_compiled import CORE
+
+    return CORE
+
+
+def site_core() -> str:
+    """Which core a site's maui.cfg replays on (``compiled``, else ``pure``: the lean pass)."""
+    from grid_tasks.maui.pool_site import CORE
 
     return CORE
 
@@ -158,7 +165,7 @@ def main() -> None:
         policies.insert(0, "easy")  # the peer every configuration is measured against
     subset = f"first {args.first:,} jobs" if args.first else "whole traces"
     print(f"replays ({subset}), pyss conventions (wall time includes reading the trace); "
-          f"conservative core: {conservative_core()}")
+          f"conservative core: {conservative_core()}, site core: {site_core()}")
     worst_ratio, peak, worst_cfg = float("inf"), 0.0, 0.0
     for trace in args.traces.split(","):
         easy = None

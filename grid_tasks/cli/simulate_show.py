@@ -14,6 +14,7 @@ from rich.console import Console
 
 from grid_tasks.cli.console import wide_console
 from grid_tasks.maui.pool_compiled import CORE
+from grid_tasks.maui.pool_site import CORE as SITE_CORE
 from grid_tasks.sim.compare import Comparison, basis_line
 from grid_tasks.sim.feasibility import NeverStart
 from grid_tasks.sim.replay import ReplayResult
@@ -92,4 +93,5 @@ def json_object(runs: list[Run], cmp: Comparison | None, written: list[str]) -> 
                "unfinished": dict(cmp.unfinished), "policies": policies}
     out["written"] = written
     out["conservative_core"] = CORE  # "compiled" or "pure": a missing build shows here
+    out["site_core"] = SITE_CORE  # the same for a site's maui.cfg on one pool
     return out

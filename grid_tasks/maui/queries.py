@@ -91,19 +91,22 @@ class QueriesMixin:
         every idle job is held, waits on a dependency, can never fit the nodes or breaks
         a hard throttle on its own.  A replay whose only events left are reservation
         wake-ups is over when this is False (standing reservations wake it forever)."""
-        if self.pool is not None:
-            return bool(self.pool.queue)
+        jobs = self.pool.queue if self.pool is not None else self.idle.values()
         return any(self._feasible(j) and self.engine.can_ever_fit(j) and self.throttle.ever_allows(j)
-                   for j in self.idle.values())
+                   for j in jobs)
 
     def diagnose_priority(self: "Scheduler", now: float) -> list[PriorityBreakdown]:
         """Every idle job's priority and its weighted components, highest first."""
+        if self.pool is not None and self.fairshare.enabled:
+            self._leave_pool(now)  # the site pool keeps the fairshare windows in its core
         rows = [breakdown(j, now, self.config, self.fairshare) for j in self.idle_jobs()]
         return sorted(rows, key=lambda r: (-r.total, self.seq[r.job_id]))
 
     # -- showstart / showbf ------------------------------------------------------------------
     def _query_engine(self: "Scheduler", now: float) -> Engine:
         """The general engine holding the current state (built aside in pool mode)."""
+        if self.pool is not None and self.engine.holds:
+            self._leave_pool(now)  # a site pool's holds live in the general engine
         if self.pool is None:
             return self.engine
         eng = Engine(list(self.engine.nodes.values()), self.config)
@@ -226,5 +229,6 @@ class QueriesMixin:
         for job, r in pool.held():  # reservations keep their place (HIGHEST moves them only earlier)
             self.job_res[job.id] = self.engine.place(job, r.start, job.walltime, dict(r.allocation),
                                                      running=False, reservation=r)
+        getattr(pool, "handed_over", lambda: None)()  # a pool may have more to put in place
         self.freed = True
 

@@ -6,11 +6,12 @@ priority, throttling, start in priority order, job reservations up to RESERVATIO
 backfill without delaying any reservation, statistics.  It returns decisions and never
 does I/O or reads the clock.
 
-A single node carrying only processor requests (a trace machine) with submission-order
-priority runs on a pool fast path (:mod:`grid_tasks.maui.pool` for depth 0 or 1,
-:mod:`grid_tasks.maui.pool_conservative` for conservative backfill), which makes the
-same decisions at a fraction of the cost; anything else moves the state to the general
-engine, once and for all.
+A single node carrying only processor requests (a trace machine) runs on a pool fast
+path making the same decisions at a fraction of the cost: :mod:`~grid_tasks.maui.pool`
+(submission order, depth 0 or 1), :mod:`~grid_tasks.maui.pool_conservative` (conservative
+backfill) or :mod:`~grid_tasks.maui.pool_site` (a site's CURRENTHIGHEST configuration,
+whose pure reference is the lean pass of :mod:`~grid_tasks.maui.lean`); anything a pool
+does not model moves the state to the general engine, once and for all.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from typing import Iterable
 from grid_tasks.maui.config import SchedulerConfig
 from grid_tasks.maui.engine import Engine, Placement
 from grid_tasks.maui.idle import IdleQueue
+from grid_tasks.maui.lean import LeanPass
 from grid_tasks.maui.model import (
     ACL, IterationResult, Job, Node, Reservation, ReservationKind, SchedulerError, Start,
 )
@@ -29,6 +31,7 @@ from grid_tasks.maui.policies import machine_totals, policies_for
 from grid_tasks.maui.pool import Pool
 from grid_tasks.maui.pool_compiled import conservative_pool
 from grid_tasks.maui.pool_conservative import ConservativePool
+from grid_tasks.maui.pool_site import SitePool
 from grid_tasks.maui.priority import Fairshare
 from grid_tasks.maui.queries import QueriesMixin
 from grid_tasks.maui.ranking import Ranking
@@ -62,12 +65,14 @@ class Scheduler(QueriesMixin):
         self._accounted: dict[str, float] = {}
         self._offsets: tuple[float, ...] = ()
         active = self.fairshare.enabled or self.throttle.active
-        self.pool: Pool | ConservativePool | None = (
+        self.pool: Pool | ConservativePool | SitePool | None = (
             Pool.maybe(nodes, self.config, active)
-            or conservative_pool().maybe(nodes, self.config, policies.queue, policies.backfill, active))
+            or conservative_pool().maybe(nodes, self.config, policies.queue, policies.backfill, active)
+            or SitePool.maybe(self))
         self.standing_refused: dict[str, str] = {}
         self._standing_seen: set[str] = set()
         self._standing_period: dict[str, tuple[object, int]] = {}  # spec name -> (spec, period done)
+        self.lean = LeanPass.maybe(self)  # the one-pool pass for a site's configuration
 
     # -- events --------------------------------------------------------------------
     def submit(self, job: Job, now: float) -> None:
@@ -179,9 +184,12 @@ class Scheduler(QueriesMixin):
         res.throttled += self.queue.parked  # never to start: not ranked, not considered
         order = self.ranking.rank([j for j in self.queue.ready.values() if self._feasible(j)], self.seq,
                                   now, self.queue.parked_priority)
-        self._offsets = tuple({j.walltime for j in order})
-        self._refresh_reservations(order, now, res)
-        self._schedule(order, now, res)
+        if self.lean is not None and self.lean.takes(order):
+            self.lean.run(order, now, res)
+        else:
+            self._offsets = tuple({j.walltime for j in order})
+            self._refresh_reservations(order, now, res)
+            self._schedule(order, now, res)
         eng.iteration_over()
         return res
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 
 import pytest
 
@@ -73,7 +74,8 @@ def test_ties_keep_submission_order_on_both_paths(monkeypatch: pytest.MonkeyPatc
 
 
 def test_the_memo_forgets_jobs_that_leave_the_queue() -> None:
-    sched = Scheduler([Node("n0", procs=4)], _config())
+    # the general engine's memo (one node would otherwise run on the site pool)
+    sched = Scheduler([Node("n0", procs=4)], replace(_config(), fast_path=False))
     for i in range(6):
         sched.submit(Job(f"j{i}", tasks=4, walltime=100, user=USERS[i % 3], submit_time=0), now=0)
     sched.iterate(0)

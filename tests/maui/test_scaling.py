@@ -17,7 +17,9 @@ DAY = 86400.0
 
 
 def test_jobs_no_hard_throttle_admits_are_not_ranked_each_iteration() -> None:
-    cfg = SchedulerConfig(throttles={"USER": {"DEFAULT": {"MAXPROC": (2, 3)}}})
+    # the general engine's ranking (the site pool never ranks parked jobs either:
+    # tests/maui/test_site_pool.py compares its throttled counts with this path's)
+    cfg = SchedulerConfig(throttles={"USER": {"DEFAULT": {"MAXPROC": (2, 3)}}}, fast_path=False)
     sched = Scheduler([Node("n0", procs=8)], cfg)
     ranked: list[int] = []
     rank = sched.ranking.rank

@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from grid_tasks.cli import main
-from grid_tasks.maui import pool_compiled
+from grid_tasks.maui import pool_compiled, pool_site
 from grid_tasks.sim.replay import ClusterSpec, Replay
 from tests.sim.conftest import TRACES, swf_line, trace_path, write_swf
 
@@ -49,6 +49,7 @@ def test_json_headline_matches_the_library(tmp_path: Path) -> None:
     assert data["mean_wait_s"] == pytest.approx(direct.mean_wait_s)
     assert data["policy"] == "conservative" and data["sim_wall_s"] > 0
     assert data["conservative_core"] == pool_compiled.CORE in ("compiled", "pure")
+    assert data["site_core"] == pool_site.CORE in ("compiled", "pure")
 
 
 def test_pyss_first_n_on_a_shared_trace(tmp_path: Path) -> None:
