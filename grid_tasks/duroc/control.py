@@ -63,7 +63,8 @@ from grid_tasks.gram.submission import cancel_job, store_submission
 from grid_tasks.rsl import lower
 from grid_tasks.runtime.env import runtime_environment
 from grid_tasks.scheduling.runner import iterate_here
-from grid_tasks.scheduling.slurm_jobs import slurm_side, slurm_stopper, store_on_slurm
+from grid_tasks.scheduling.slurm_jobs import (slurm_rm_names, slurm_side, slurm_stopper,
+                                              store_on_slurm)
 from grid_tasks.services import Services
 from grid_tasks.states import JobState, SubjobStartType
 
@@ -114,7 +115,7 @@ class Coallocator(HeaderSteps, StructureChanges, DoorService, Settling):
         labels = _labels(subs, set())
         deadline = time.time() + float(barrier_timeout)
         with session_scope(self.services.sessions) as session:
-            _check_rms(session, subs)
+            _check_rms(session, subs, slurm_rm_names(self.services.settings))
             job_id = insert_coallocation(session, rsl, owner, barrier_timeout, subs, labels,
                                          datetime.fromtimestamp(deadline, timezone.utc))
         sid = store_id(job_id)

@@ -70,6 +70,14 @@ def slurm_sides(settings: Any) -> dict[str, SlurmSide]:
     return {name: side for name in names if (side := slurm_side(settings, name)) is not None}
 
 
+def slurm_rm_names(settings: Any) -> frozenset[str]:
+    """The names of the topology's Slurm RMs (whose nodes are Slurm's, not the grid's)."""
+    topology = topology_of(settings.topology_file)
+    if topology is None:
+        return frozenset()
+    return frozenset(name for name, spec in topology.rms.items() if spec.kind is RMKind.SLURM)
+
+
 def slurm_side(settings: Any, rm: str) -> SlurmSide | None:
     """``rm`` as a Slurm RM; None for a native one (or one the topology lacks).  Every
     submission asks: one ``stat`` of the topology file when it is native."""
