@@ -9,7 +9,8 @@ gatekeeper per RM, node daemon), all on this machine:
     runs the program, as ``sbatch --wrap`` does).  Both measured to the moment the job's
     program stamps the clock; grid_tasks also to the client seeing ACTIVE (the RM's
     follower recording Slurm's RUNNING).  Runs alternate, so drift weighs on both alike.
-    Target: grid_tasks within 1.2x of bare Slurm.
+    Every submission of (a) and (b) meets an idle cluster.  Target: grid_tasks within
+    1.2x of bare Slurm.
 (b) a coallocated job, one subjob on the native RM and one on cluster ``a``: submit ->
     released (the first process back from ``runtime.barrier()``), p50, and the skew
     between the subjobs' returns.  Target: at most bare Slurm's start latency plus 0.5 s
@@ -77,8 +78,25 @@ def stamp_of(path: Path, timeout: float = 30.0) -> float:
     raise TimeoutError(f"no stamp in {path} after {timeout} s")
 
 
+def wait_idle(cluster: Any, timeout: float = 30.0) -> None:
+    """Until the cluster runs nothing and every node is idle: each submission of (a)
+    meets the same cluster (a job submitted while another ends is started by that
+    end's scheduling pass, one on an idle cluster waits for the next tick)."""
+    env, deadline = {**os.environ, **cluster.env()}, time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        jobs = subprocess.run(["squeue", "-h", "-o", "%i"], env=env, capture_output=True,
+                              text=True, check=True).stdout.split()
+        states = subprocess.run(["sinfo", "-h", "-N", "-o", "%T"], env=env, capture_output=True,
+                                text=True, check=True).stdout.split()
+        if not jobs and states and all(s == "idle" for s in states):
+            return
+        time.sleep(0.05)
+    raise TimeoutError(f"cluster {cluster.name} not idle after {timeout} s")
+
+
 def bare_start(cluster: Any, client: Any, marks: Path, i: int) -> tuple[float, float]:
     """One bare sbatch: (submit -> running, estimate error), both in seconds."""
+    wait_idle(cluster)
     estimate = client.estimate(1, 60).start.timestamp()
     mark = marks / f"bare-{i}"
     env = {**os.environ, **cluster.env()}
@@ -90,10 +108,11 @@ def bare_start(cluster: Any, client: Any, marks: Path, i: int) -> tuple[float, f
     return started - t0, started - estimate
 
 
-def grid_start(grid: Any, marks: Path, i: int) -> tuple[float, float]:
+def grid_start(grid: Any, cluster: Any, marks: Path, i: int) -> tuple[float, float]:
     """One job through grid_tasks: (submit -> running, submit -> ACTIVE seen)."""
     from grid_tasks.states import JobState
 
+    wait_idle(cluster)
     mark = marks / f"grid-{i}"
     rsl = (f'&(executable=/bin/sh)(arguments=-c "{STAMP.format(file=mark)}")'
            '(jobType=single)(count=1)')
@@ -113,8 +132,9 @@ def grid_start(grid: Any, marks: Path, i: int) -> tuple[float, float]:
     return started - t0, seen - t0
 
 
-def coallocated(grid: Any, marks: Path, prog: Path, i: int) -> tuple[float, float]:
+def coallocated(grid: Any, cluster: Any, marks: Path, prog: Path, i: int) -> tuple[float, float]:
     """One native+Slurm coallocated job: (submit -> released, release skew)."""
+    wait_idle(cluster)
     files = [marks / f"co-{i}-n", marks / f"co-{i}-s"]
     rsl = "+" + "".join(
         f'(&(resourceManagerContact={rm})(label={label})(count=1)'
@@ -182,17 +202,17 @@ def run(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
         try:
             grid = Grid(settings)
             app = create_app(settings.replace(signing=stack.signing_for(Role.SCHEDULER)))
-            grid_start(grid, marks, -1)  # warm-up: imports, connections, the follower
+            grid_start(grid, site["a"], marks, -1)  # warm-up: imports, connections, the follower
             for i in range(args.runs):
                 bare, error = bare_start(site["a"], clients["a"], marks, i)
                 found["bare"].append(bare)
                 found["error"].append(error)
-                started, active = grid_start(grid, marks, i)
+                started, active = grid_start(grid, site["a"], marks, i)
                 found["grid"].append(started)
                 found["active"].append(active)
-            coallocated(grid, marks, prog, -1)
+            coallocated(grid, site["a"], marks, prog, -1)
             for i in range(args.runs):
-                co, skew = coallocated(grid, marks, prog, i)
+                co, skew = coallocated(grid, site["a"], marks, prog, i)
                 found["co"].append(co)
                 found["skew"].append(skew)
                 found["python"].append(python_start())
