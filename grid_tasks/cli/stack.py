@@ -28,7 +28,8 @@ from grid_tasks.settings import Settings, default_config_file
 
 
 def _options(topology: Path | None, state_dir: Path | None, flower: bool,
-             flower_port: int | None, heartbeat: float, announce: bool = True) -> StackOptions:
+             flower_port: int | None, heartbeat: float, announce: bool = True,
+             slurm: bool = False) -> StackOptions:
     base = Settings.from_env()
     return StackOptions(
         topology_file=topology or default_config_file("demo-grid.toml"),
@@ -36,7 +37,8 @@ def _options(topology: Path | None, state_dir: Path | None, flower: bool,
         flower=flower, flower_port=flower_port, heartbeat_interval=heartbeat,
         # the operator's own choices carry over: signing (on unless turned off) and
         # the grid map (none: a single-user grid running jobs as the invoking user)
-        signing=base.signing.enabled, gridmap_file=base.gridmap_file, announce=announce)
+        signing=base.signing.enabled, gridmap_file=base.gridmap_file, announce=announce,
+        slurm=slurm)
 
 
 @contextlib.contextmanager
@@ -153,7 +155,8 @@ def demo(topology: Path | None, state_dir: Path | None, heartbeat: float,
     """Bring the demo grid up, check every node through its daemon, run a few GRAM jobs
     on each resource manager (live showq, then their outputs), then a coallocated (DUROC)
     job across both RMs whose 5 processes pass one barrier and compute a global result;
-    bring it down.  Exits 1 if the coallocated job did not succeed.  Its state lives in
+    bring it down.  Where Slurm is installed and this runs as root, a private Slurm
+    cluster joins as RM slurm1 and the coallocated job gets a subjob there too.  Exits 1 if the coallocated job did not succeed.  Its state lives in
     a fresh temporary folder, removed afterwards, unless --state-dir says otherwise."""
     with demo_state_dir(state_dir) as folder:
         _run_demo(topology, folder, heartbeat, as_json)
@@ -162,16 +165,19 @@ def demo(topology: Path | None, state_dir: Path | None, heartbeat: float,
 def _run_demo(topology: Path | None, state_dir: Path, heartbeat: float,
               as_json: bool) -> None:
     console = Console(stderr=as_json)
-    options = _options(topology, state_dir, False, None, heartbeat, announce=False)
+    options = _options(topology, state_dir, False, None, heartbeat, announce=False,
+                       slurm=True)
     with stop_on_signals():
         started = time.monotonic()
         stack = start_stack(console, options)
         try:
             console.print(nodes_table(stack.registry().list_nodes(stack.topology), time.time(),
                                       title=f"grid up in {time.monotonic() - started:.1f} s"))
+            console.print(stack.slurm_note, highlight=False)
             results = run_node_checks(console, stack)
             run_demo_jobs(console, stack.settings)
-            coalloc = run_demo_coalloc(console, stack.settings, stack.state_dir)
+            coalloc = run_demo_coalloc(console, stack.settings, stack.state_dir,
+                                       slurm_rm=stack.slurm.rm if stack.slurm else None)
         finally:
             stop_stack(console, stack)
     if as_json:

@@ -63,6 +63,8 @@ from grid_tasks.gram.submission import cancel_job, store_submission
 from grid_tasks.rsl import lower
 from grid_tasks.runtime.env import runtime_environment
 from grid_tasks.scheduling.runner import iterate_here
+from grid_tasks.scheduling.slurm_jobs import (slurm_rm_names, slurm_side, slurm_stopper,
+                                              store_on_slurm)
 from grid_tasks.services import Services
 from grid_tasks.states import JobState, SubjobStartType
 
@@ -113,7 +115,7 @@ class Coallocator(HeaderSteps, StructureChanges, DoorService, Settling):
         labels = _labels(subs, set())
         deadline = time.time() + float(barrier_timeout)
         with session_scope(self.services.sessions) as session:
-            _check_rms(session, subs)
+            _check_rms(session, subs, slurm_rm_names(self.services.settings))
             job_id = insert_coallocation(session, rsl, owner, barrier_timeout, subs, labels,
                                          datetime.fromtimestamp(deadline, timezone.utc))
         sid = store_id(job_id)
@@ -180,16 +182,10 @@ class Coallocator(HeaderSteps, StructureChanges, DoorService, Settling):
         def link(session: Any, gram_id: int) -> None:  # the subjob row, same transaction
             link_subjob(session, job_id, address, gram_id)  # CoallocFinishedError if deleted
 
-        rm = rm or request.rm_contact
-        # iterating here needs the RM named (else the stored job's RM is triggered); the
-        # job's events then go with the iteration lock's round trip
-        held = Outbox() if iterate and rm else None
-        gram_id, stored, _ = store_submission(
-            self.services, rsl, request, rm, {"user": account}, extra_env=env,
-            idempotency_key=f"duroc-{job_id}-{address}", coallocation=(job_id, label),
-            within=link, hold=held, identity=identity)
-        if stored and held is not None:
-            iterate_here(self.services, rm, events=held.events, quick=True)
+        gram_id, stored = self._store_subjob(
+            rm or request.rm_contact, rsl, request, account=account, identity=identity,
+            env=env, key=f"duroc-{job_id}-{address}", coallocation=(job_id, label),
+            link=link, iterate=iterate)
         if not stored:  # stored by an earlier attempt that failed before linking
             try:
                 _retrying(lambda: self._link(job_id, address, label, gram_id))
@@ -197,6 +193,32 @@ class Coallocator(HeaderSteps, StructureChanges, DoorService, Settling):
                 self._cancel_gram(gram_id)
                 raise
         self._cancel_if_gone(job_id, address, gram_id)
+        return gram_id, stored
+
+    def _store_subjob(self, rm: str | None, rsl: str, request: Any, *, account: str | None,
+                      identity: str | None, env: dict[str, str], key: str,
+                      coallocation: tuple[int, str], link: Any, iterate: bool
+                      ) -> tuple[int, bool]:
+        """Store a subjob's GRAM job (linked by ``link`` in the same transaction); (its
+        id, stored by this call).  On a Slurm RM it is handed to Slurm in that
+        transaction (Slurm places it: no node check, no iteration); on a native RM
+        the RM's iteration runs here when ``iterate``."""
+        side = slurm_side(self.services.settings, rm) if rm else None
+        if side is not None:
+            gram_id, _, stored = store_on_slurm(
+                self.services, side, rsl, None, request, {"user": account},
+                identity=identity, idempotency_key=key, extra_env=env,
+                coallocation=coallocation, within=link)
+            return gram_id, stored
+        # iterating here needs the RM named (else the stored job's RM is triggered); the
+        # job's events then go with the iteration lock's round trip
+        held = Outbox() if iterate and rm else None
+        gram_id, _, stored = store_submission(
+            self.services, rsl, request, rm, {"user": account}, extra_env=env,
+            idempotency_key=key, coallocation=coallocation, within=link, hold=held,
+            identity=identity)
+        if stored and held is not None:
+            iterate_here(self.services, rm, events=held.events, quick=True)
         return gram_id, stored
 
     def ask_submit(self, job_id: int, address: int, rm: str, owner: str | None = None,
@@ -244,12 +266,19 @@ class Coallocator(HeaderSteps, StructureChanges, DoorService, Settling):
         """Cancel a subjob's GRAM job here (its record, its cancel flag for the nodes)."""
         for attempt in range(8):
             try:
-                cancel_job(self.services, gram_id)
+                cancel_job(self.services, gram_id, stop=self._stop_elsewhere)
                 return
             except (JobFinishedError, NotFoundError):
                 return
             except ConcurrentUpdateError:
                 time.sleep(0.02 * (attempt + 1))
+
+    def _stop_elsewhere(self, row: Job) -> None:
+        """A subjob on a Slurm RM is stopped by Slurm (``scancel`` as its account); a
+        native one by its cancel flag alone, which its job managers watch."""
+        side = slurm_side(self.services.settings, row.rm)
+        if side is not None:
+            slurm_stopper(side)(row)
 
     def cancel_here(self, job: int | str) -> int:
         """Cancel the whole job at any stage; its id.  CoallocFinishedError once ended."""

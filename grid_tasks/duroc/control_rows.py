@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import time
 from datetime import datetime
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any
 
 from sqlalchemy import bindparam, insert, select, update
@@ -14,6 +14,7 @@ from sqlalchemy import bindparam, insert, select, update
 from grid_tasks.db import ConcurrentUpdateError
 from grid_tasks.db.models import CoallocatedJob, Subjob
 from grid_tasks.db.models.base import table_row
+from grid_tasks.db.repository import get_rm
 # re-exported: what both sides of the door check
 from grid_tasks.duroc.door import DEFAULT_BARRIER_TIMEOUT_S, labels  # noqa: F401
 from grid_tasks.duroc.errors import CoallocFinishedError, CoallocRequestError
@@ -175,11 +176,16 @@ def linked_gram_jobs(session: Any, job_id: int) -> list[int]:
     return [int(g) for g in session.connection().execute(_LINKED, {"job": job_id}).scalars()]
 
 
-def check_rms(session: Any, subs: list[Any]) -> None:
-    """Every component names a known RM that can hold it (before anything is stored)."""
+def check_rms(session: Any, subs: list[Any], slurm_rms: Collection[str] = ()) -> None:
+    """Every component names a known RM that can hold it (before anything is stored).
+    A Slurm RM's (``slurm_rms``) fit is Slurm's to judge: its gatekeeper refuses at
+    submission what the partition can never hold."""
     for sub in subs:
         if not sub.rm_contact:
             raise CoallocRequestError(
                 f"subjob {sub.label or sub.index}: every component of a coallocated job needs "
                 "a resourceManagerContact")
-        check_fits(session, sub.rm_contact, sub)  # also names an unknown RM (NotFoundError)
+        if sub.rm_contact in slurm_rms:
+            get_rm(session, sub.rm_contact)  # known to the grid (NotFoundError names them)
+        else:
+            check_fits(session, sub.rm_contact, sub)  # also names an unknown RM

@@ -16,6 +16,7 @@ from grid_tasks.duroc.settle import deadline_of
 from grid_tasks.duroc.store_models import SubjobSpec
 from grid_tasks.effects import failed_signature, watch_signature
 from grid_tasks.rsl import lower
+from grid_tasks.scheduling.slurm_jobs import slurm_rm_names
 from grid_tasks.services import Services
 from grid_tasks.states import SubjobStartType
 
@@ -44,7 +45,7 @@ class StructureChanges:
                      max_substitution=self.services.settings.rsl_max_substitution)
         with session_scope(self.services.sessions) as session:
             row = coalloc_row(session, job_id)
-            check_rms(session, subs)
+            check_rms(session, subs, slurm_rm_names(self.services.settings))
             labels = labels_for(subs, {s.label for s in row.subjobs if s.label})
             deadline = deadline_of(row) if row.barrier_timeout else \
                 row.created_at.timestamp() + DEFAULT_BARRIER_TIMEOUT_S

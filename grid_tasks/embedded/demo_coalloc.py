@@ -43,11 +43,13 @@ else:
 '''
 
 
-def demo_rsl(program: Path) -> str:
+def demo_rsl(program: Path, slurm_rm: str | None = None) -> str:
+    """Subjobs on rmA and rmB, and one of 2 srun tasks on ``slurm_rm`` when given."""
     comp = ('(&(resourceManagerContact={rm})(label={label})(count={count})'
             f'(executable="{sys.executable}")(arguments="{program}")(maxWallTime=2))')
+    slurm = comp.format(rm=slurm_rm, label="slurm", count=2) if slurm_rm else ""
     return ("+" + comp.format(rm="rmA", label="left", count=2)
-            + comp.format(rm="rmB", label="right", count=3))
+            + comp.format(rm="rmB", label="right", count=3) + slurm)
 
 
 def coalloc_table(status: Any) -> Table:
@@ -62,12 +64,14 @@ def coalloc_table(status: Any) -> Table:
 
 
 def run_demo_coalloc(console: Console, settings: Any, workdir: Path,
-                     timeout: float = 45.0) -> dict[str, Any]:
-    """Run the coallocated demo job with a live state table; print each subjob's output."""
+                     timeout: float = 45.0, slurm_rm: str | None = None) -> dict[str, Any]:
+    """Run the coallocated demo job with a live state table; print each subjob's output.
+    ``slurm_rm``: also a subjob on that Slurm RM (the demo's optional cluster)."""
     program = workdir / "demo_coalloc.py"
     program.write_text(PROGRAM)
     with Grid(settings) as grid:
-        job = grid.job_request(demo_rsl(program), user="demo", barrier_timeout=timeout)
+        job = grid.job_request(demo_rsl(program, slurm_rm), user="demo",
+                               barrier_timeout=timeout)
         deadline = time.monotonic() + timeout
         with Live(console=console, refresh_per_second=8, transient=False) as live:
             while True:

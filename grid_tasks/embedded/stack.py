@@ -26,6 +26,7 @@ from pathlib import Path
 from types import FrameType, TracebackType
 from typing import Any
 
+from grid_tasks.embedded.demo_slurm import DemoSlurm, start_demo_slurm
 from grid_tasks.embedded.flower import FLOWER_USER, flower_argv, flower_env, flower_password
 from grid_tasks.embedded.locate import StackLock, announce, withdraw
 from grid_tasks.embedded.redis_server import RedisServer, free_port
@@ -87,6 +88,9 @@ class StackOptions:
     #: leave a per-user record so commands in other directories find this grid
     #: (:mod:`grid_tasks.embedded.locate`); off for the demo's throwaway grid
     announce: bool = True
+    #: also run a private Slurm cluster as RM ``slurm1`` when this machine can (the demo:
+    #: :mod:`grid_tasks.embedded.demo_slurm`); ``slurm_note`` then says which way it went
+    slurm: bool = False
 
 
 class EmbeddedStack:
@@ -106,6 +110,9 @@ class EmbeddedStack:
         self.metrics: Any = None  # the /metrics endpoint (MetricsServer) while running
         self.keys: GridKeys | None = None  # each role's key, when signing
         self.lock = StackLock(self.state_dir)  # held from start to stop: one grid per dir
+        self.topology_file = Path(self.options.topology_file)
+        self.slurm: DemoSlurm | None = None  # the optional Slurm cluster, while it runs
+        self.slurm_note: str | None = None  # one line: it runs, or why not
 
     @property
     def metrics_url(self) -> str | None:
@@ -121,6 +128,9 @@ class EmbeddedStack:
         self.lock.acquire()  # before anything is touched: the state may be another grid's
         try:
             private_dir(self.state_dir)  # database, env file, logs: owner only
+            if self.options.slurm:
+                say("starting a Slurm cluster if Slurm is installed")
+                self._start_slurm()
             say("starting redis-server")
             # killed with us even by SIGKILL, like the workers (when the starting thread
             # lives as long as the stack: the signal follows the thread)
@@ -163,6 +173,9 @@ class EmbeddedStack:
                 metrics.stop()
             self.supervisor.stop_all(timeout=10.0)
             self.redis.stop()
+            if self.slurm is not None:  # after the gatekeeper that submits to it
+                slurm, self.slurm = self.slurm, None
+                slurm.stop()
             if self.lock.held:  # only the holder's files: a refused start removes none
                 (self.state_dir / ENV_FILE).unlink(missing_ok=True)
                 if self.options.announce:
@@ -179,6 +192,13 @@ class EmbeddedStack:
 
     # --- pieces --------------------------------------------------------------------
 
+    def _start_slurm(self) -> None:
+        """The optional Slurm cluster; with it, the topology that adds its RM."""
+        self.slurm, self.slurm_note = start_demo_slurm(self.state_dir, self.topology_file)
+        if self.slurm is not None:
+            self.topology_file = self.slurm.topology_file
+            self.topology = load_topology(self.topology_file)
+
     def _settings(self) -> Settings:
         """The settings of this grid's clients (the invoking user's key)."""
         interval = self.options.heartbeat_interval
@@ -192,7 +212,7 @@ class EmbeddedStack:
             broker_url=self.redis.url(1), result_backend=self.redis.url(2),
             redis_url=self.redis.url(3),
             database_url=f"sqlite:///{self.state_dir / 'grid_tasks.db'}",
-            state_dir=self.state_dir, topology_file=Path(self.options.topology_file).resolve(),
+            state_dir=self.state_dir, topology_file=self.topology_file.resolve(),
             heartbeat_interval=interval, heartbeat_ttl=default_ttl(interval),
             signing=self.signing_for(Role.USER), gridmap_file=self.options.gridmap_file,
             single_user=self.options.gridmap_file is None,

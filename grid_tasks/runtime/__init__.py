@@ -33,8 +33,10 @@ variable                        meaning
                                 leaves a gap)
 ``GRID_TASKS_SUBJOB_LABEL``     this subjob's label (informational)
 ``GRID_TASKS_RANK``             this process's rank in its subjob, 0..size-1 (set by
-                                the job manager)
-``GRID_TASKS_SIZE``             the subjob's process count (set by the job manager)
+                                the job manager; on a Slurm RM srun's
+                                ``SLURM_PROCID`` stands in for it)
+``GRID_TASKS_SIZE``             the subjob's process count (set by the job manager;
+                                on a Slurm RM ``SLURM_NTASKS``)
 ``GRID_TASKS_BARRIER_TIMEOUT``  optional: seconds before barrier() and the group join
                                 give up with BarrierTimeoutError (default: no limit)
 ``GRID_TASKS_RECEIVE_TIMEOUT``  optional: default seconds for receives

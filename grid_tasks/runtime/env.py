@@ -23,6 +23,10 @@ SIZE = "GRID_TASKS_SIZE"
 BARRIER_TIMEOUT = "GRID_TASKS_BARRIER_TIMEOUT"
 RECEIVE_TIMEOUT = "GRID_TASKS_RECEIVE_TIMEOUT"
 TLS_PREFIX = "GRID_TASKS_REDIS_TLS_"
+#: Under Slurm each task learns its rank and the task count from ``srun`` (a batch job
+#: script cannot set a variable per task): used when the job manager's are absent.
+SLURM_RANK = "SLURM_PROCID"
+SLURM_SIZE = "SLURM_NTASKS"
 
 
 @dataclass(frozen=True)
@@ -54,7 +58,8 @@ class RuntimeEnv:
         if not JOB_ID_RE.fullmatch(job):
             raise RuntimeEnvironmentError(COALLOC_ID, f"invalid coallocated job id {job!r}")
         return cls(url=url, job=job, subjob=_integer(env, SUBJOB_INDEX, 0),
-                   rank=_integer(env, RANK, 0), size=_integer(env, SIZE, 1),
+                   rank=_integer(env, _named(env, RANK, SLURM_RANK), 0),
+                   size=_integer(env, _named(env, SIZE, SLURM_SIZE), 1),
                    label=env.get(SUBJOB_LABEL, ""),
                    barrier_timeout=_seconds(env, BARRIER_TIMEOUT),
                    receive_timeout=_seconds(env, RECEIVE_TIMEOUT))
@@ -76,6 +81,14 @@ def runtime_environment(url: str, job: str, subjob: int, label: str, *,
     if tls_env is not None and url.lower().startswith("rediss://"):
         env.update({k: v for k, v in tls_env.items() if k.startswith(TLS_PREFIX)})
     return env
+
+
+def _named(env: Mapping[str, str], ours: str, slurms: str) -> str:
+    """``ours`` when set (a native job manager's, or the RSL's), else Slurm's ``slurms``
+    when the process runs in a Slurm job; errors then name the variable read."""
+    if env.get(ours, "").strip() or not env.get(slurms, "").strip():
+        return ours
+    return slurms
 
 
 def _required(env: Mapping[str, str], name: str) -> str:

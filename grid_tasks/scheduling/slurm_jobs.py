@@ -70,6 +70,14 @@ def slurm_sides(settings: Any) -> dict[str, SlurmSide]:
     return {name: side for name in names if (side := slurm_side(settings, name)) is not None}
 
 
+def slurm_rm_names(settings: Any) -> frozenset[str]:
+    """The names of the topology's Slurm RMs (whose nodes are Slurm's, not the grid's)."""
+    topology = topology_of(settings.topology_file)
+    if topology is None:
+        return frozenset()
+    return frozenset(name for name, spec in topology.rms.items() if spec.kind is RMKind.SLURM)
+
+
 def slurm_side(settings: Any, rm: str) -> SlurmSide | None:
     """``rm`` as a Slurm RM; None for a native one (or one the topology lacks).  Every
     submission asks: one ``stat`` of the topology file when it is native."""
@@ -93,26 +101,55 @@ def submit_to_slurm(services: Services, side: SlurmSide, rsl: str,
                     identity: str | None, idempotency_key: str | None = None,
                     extra_env: dict[str, str] | None = None) -> tuple[int, str]:
     """Store the job and submit it to Slurm in one transaction; (id, contact)."""
+    job_id, contact, _stored = store_on_slurm(
+        services, side, rsl, request, request.lower(), creds, identity=identity,
+        idempotency_key=idempotency_key, extra_env=extra_env)
+    return job_id, contact
+
+
+def store_on_slurm(services: Services, side: SlurmSide, rsl: str,
+                   request: JobManagerRequest | None, sub: SubjobRequest,
+                   creds: dict[str, Any], *, identity: str | None,
+                   idempotency_key: str | None = None,
+                   extra_env: dict[str, str] | None = None,
+                   coallocation: tuple[int, str] | None = None,
+                   within: Callable[[Session, int], None] | None = None
+                   ) -> tuple[int, str, bool]:
+    """:func:`submit_to_slurm` for any caller: (id, contact, stored by this call).
+
+    ``request`` None: ``sub`` as lowered by the caller (a DUROC subjob, whose RSL the
+    control side lowered; no job manager variables to rebind).  ``within`` runs in the
+    storing transaction before the hand-over (a subjob links itself there), so a
+    refused link never reaches Slurm."""
     # Slurm's clients retry a controller that is down for seconds: find out before the
     # transaction, whose database lock every other writer of the grid waits for
     side.backend.client.capacity()
-    hand_over = HandOver(services, side, request, request.lower(), extra_env)
+    hand_over = HandOver(services, side, request, sub, extra_env)
     held = Outbox()
+
+    def store_then_submit(session: Session, job_id: int) -> None:
+        if within is not None:
+            within(session, job_id)
+        hand_over(session, job_id)
+
     try:
-        job_id, contact, _stored = store_submission(
-            services, rsl, hand_over.sub, side.rm, creds, idempotency_key=idempotency_key,
-            extra_env=extra_env, identity=identity, within=hand_over, hold=held,
-            check=_names_this_rm)
+        job_id, contact, stored = store_submission(
+            services, rsl, sub, side.rm, creds, idempotency_key=idempotency_key,
+            extra_env=extra_env, identity=identity, coallocation=coallocation,
+            within=store_then_submit, hold=held, check=_names_this_rm)
     except BaseException:
         hand_over.withdraw()
         raise
+    if not stored:  # an earlier attempt's job: one handed over here was rolled back
+        hand_over.withdraw()
+        return job_id, contact, False
     pipe = services.redis.pipeline(transaction=False)
     for event in held.events:
         publish(pipe, event)
     pipe.rpush(wake_key(side.rm), job_id)
     pipe.expire(wake_key(side.rm), WAKE_TTL_S)
     pipe.execute()
-    return job_id, contact
+    return job_id, contact, True
 
 
 @dataclass
@@ -122,7 +159,7 @@ class HandOver:
 
     services: Services
     side: SlurmSide
-    request: JobManagerRequest
+    request: JobManagerRequest | None  # None: ``sub`` as is (a DUROC subjob)
     sub: SubjobRequest
     extra_env: dict[str, str] | None
     submitted: list[tuple[str, str | None]] = field(default_factory=list)
@@ -130,7 +167,8 @@ class HandOver:
     def __call__(self, session: Session, job_id: int) -> None:
         row = session.get(JobRow, job_id)
         account = (row.request or {}).get("run_as")
-        wanted = self.request.rebind(row.contact) or self.sub
+        wanted = (self.request.rebind(row.contact) if self.request is not None else None) \
+            or self.sub
         rm, spec = self.side.rm, self.side.spec
         folder = job_folder(spec.output_dir, rm, job_id, account)
         job = batch_job(replace(wanted, directory=wanted.directory or _home(account, folder)),

@@ -102,14 +102,21 @@ def _refuse_untranslatable(req: SubjobRequest) -> None:
                                   code="INVALID_HOST_COUNT")
 
 
+#: A shell between srun and each task's program gives the task its place as a native
+#: job manager does (``GRID_TASKS_RANK``, ``GRID_TASKS_SIZE``: what DUROC's runtime
+#: library and job scripts read): srun numbers the tasks, a batch script cannot.
+TASK_PLACE = ("/bin/sh -c 'GRID_TASKS_RANK=$SLURM_PROCID GRID_TASKS_SIZE=$SLURM_NTASKS "
+              "exec \"$@\"' grid-tasks-task")
+
+
 def script(req: SubjobRequest, srun: str = "srun") -> str:
     """The batch script: the launch, ``exec``'d so that its exit code is the job's."""
     command = " ".join(shlex.quote(part) for part in (req.executable, *req.arguments))
     launcher = shlex.quote(srun)
-    if req.job_type == "single":
-        launch = f"exec {command}"
+    if req.job_type == "single":  # one process, rank 0 of the count asked (as natively)
+        launch = f"export GRID_TASKS_RANK=0 GRID_TASKS_SIZE={req.count}\nexec {command}"
     elif req.job_type == "mpi":
-        launch = f"exec {launcher} --mpi=\"${{SLURM_MPI_TYPE:-pmi2}}\" {command}"
+        launch = f"exec {launcher} --mpi=\"${{SLURM_MPI_TYPE:-pmi2}}\" {TASK_PLACE} {command}"
     else:
-        launch = f"exec {launcher} --kill-on-bad-exit=0 {command}"
+        launch = f"exec {launcher} --kill-on-bad-exit=0 {TASK_PLACE} {command}"
     return f"#!/bin/sh\n{launch}\n"

@@ -15,6 +15,7 @@ from typing import Any
 import psutil
 
 from tests.conftest import DEMO_TOPOLOGY
+from tests.slurm_site import skip_reason
 
 
 def stack_processes(state_dir: Path) -> list[psutil.Process]:
@@ -60,6 +61,11 @@ def test_demo_checks_every_node_and_cleans_up(tmp_path, grid_env, grid_tasks_com
         pids.add(r["facts"]["pid"])
     assert len(pids) == 4  # four separate daemons answered
     assert "grid up in" in proc.stderr and "Idle" in proc.stderr
+    if skip_reason() is None:  # Slurm here: its cluster joined, with a coallocated subjob
+        assert "Slurm cluster 'demo' (2 slurmd) serves RM slurm1" in proc.stderr
+        assert "subjob slurm: global sum of squares" in proc.stderr, proc.stderr[-2000:]
+    else:
+        assert "no Slurm cluster in this demo: " in proc.stderr
     # result handles are released before the grid's Redis stops: no __del__ noise at exit
     assert "Traceback" not in proc.stderr and "Retry limit" not in proc.stderr, proc.stderr
     assert stack_processes(state) == []

@@ -65,3 +65,22 @@ def test_module_functions_outside_a_job(monkeypatch: pytest.MonkeyPatch) -> None
     monkeypatch.setattr(runtime, "_current", None)
     with pytest.raises(RuntimeEnvironmentError, match="not started as part of a coallocated"):
         intra_subjob_rank()
+
+
+def test_a_slurm_task_reads_its_rank_and_size_from_srun() -> None:
+    # a batch script cannot set a variable per task: srun's SLURM_PROCID/SLURM_NTASKS stand in
+    env = environ(GRID_TASKS_RANK="<unset>", GRID_TASKS_SIZE="<unset>",
+                  SLURM_PROCID="2", SLURM_NTASKS="4")
+    got = RuntimeEnv.from_environ(env)
+    assert (got.rank, got.size) == (2, 4)
+    # the job manager's own win (a native job started inside a Slurm allocation)
+    both = RuntimeEnv.from_environ({**env, "GRID_TASKS_RANK": "0", "GRID_TASKS_SIZE": "1"})
+    assert (both.rank, both.size) == (0, 1)
+
+
+def test_a_bad_slurm_variable_is_named() -> None:
+    env = environ(GRID_TASKS_RANK="<unset>", SLURM_PROCID="x")
+    with pytest.raises(RuntimeEnvironmentError, match="SLURM_PROCID='x' is not an integer") \
+            as info:
+        RuntimeEnv.from_environ(env)
+    assert info.value.key == "SLURM_PROCID"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+
 import pytest
 
 from grid_tasks.rsl import lower
@@ -21,7 +23,9 @@ def test_multiple_runs_count_tasks_through_srun():
     job = batch_job(req('&(executable=/bin/echo)(arguments="a b" c)(count=3)(maxWallTime=61)'),
                     name="gt.7", output="/o", error="/e", srun="/usr/bin/srun")
     assert "--ntasks=3" in job.options and "--time=61" in job.options
-    assert job.script == "#!/bin/sh\nexec /usr/bin/srun --kill-on-bad-exit=0 /bin/echo 'a b' c\n"
+    assert job.script == ("#!/bin/sh\nexec /usr/bin/srun --kill-on-bad-exit=0 /bin/sh -c "
+                          "'GRID_TASKS_RANK=$SLURM_PROCID GRID_TASKS_SIZE=$SLURM_NTASKS exec "
+                          "\"$@\"' grid-tasks-task /bin/echo 'a b' c\n")
 
 
 def test_single_is_one_process_on_count_processors():
@@ -64,3 +68,22 @@ def test_untranslatable_requests_are_refused_with_the_gram_error(rsl, code):
     with pytest.raises(SlurmUntranslatable) as err:
         options(rsl)
     assert err.value.code == code
+
+
+def test_each_task_gets_its_rank_and_size_as_natively(tmp_path):
+    # a stand-in srun: runs the task twice, numbered as Slurm numbers them
+    srun = tmp_path / "srun"
+    srun.write_text('#!/bin/sh\nshift\nfor i in 0 1; do SLURM_PROCID=$i SLURM_NTASKS=2 "$@"; '
+                    'done\n')
+    srun.chmod(0o755)
+    show = "echo $GRID_TASKS_RANK/$GRID_TASKS_SIZE \"$0\""
+    many = batch_job(req(f"&(executable=/bin/sh)(arguments=-c '{show}' 'x y')(count=2)"),
+                     name="gt.8", output="/o", error="/e", srun=str(srun))
+    ran = subprocess.run(["/bin/sh", "-c", many.script], capture_output=True, text=True,
+                         env={"GRID_TASKS_RANK": "9"}, check=True)
+    assert ran.stdout == "0/2 x y\n1/2 x y\n"
+    one = batch_job(req(f"&(executable=/bin/sh)(arguments=-c '{show}' z)(count=3)"
+                        "(jobType=single)"), name="gt.9", output="/o", error="/e")
+    ran = subprocess.run(["/bin/sh", "-c", one.script], capture_output=True, text=True,
+                         check=True)
+    assert ran.stdout == "0/3 z\n"
