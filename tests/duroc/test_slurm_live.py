@@ -97,18 +97,35 @@ def mixed_grid(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveGrid]:
         pids: list[int] = []
         stack.callback(lambda: leftover(pids) == [] or pytest.fail("workers survived"))
         stack.callback(supervisor.stop_all, timeout=10)
+        # the scheduler's host has no working Slurm commands: what reaches Slurm goes
+        # through the Slurm RM's gatekeeper (a stub run here leaves a line in the log)
+        no_slurm = no_slurm_commands(base / "no-slurm")
         supervisor.spawn("scheduler", grid_tasks_command(
-            "worker", "--scheduler", "--no-check", "-l", "WARNING", "-c", "2"), env=env)
+            "worker", "--scheduler", "--no-check", "-l", "WARNING", "-c", "2"),
+            env={**env, "PATH": f"{no_slurm}:{env.get('PATH', '/usr/bin:/bin')}"})
         for rm in ("rmA", SLURM_RM):
             supervisor.spawn(f"gatekeeper-{rm}", grid_tasks_command(
                 "worker", "--rm", rm, "--no-check", "-l", "WARNING", "-c", "4"), env=env)
         live = LiveGrid(settings, grid, {}, supervisor, env)
+        live.slurm_run_by_scheduler = no_slurm / "ran.log"  # type: ignore[attr-defined]
         live.start_node("rmA", "node1")
         pids.extend(supervisor.all_pids())
         yield live
         import gc
 
         gc.collect()  # Celery result objects unsubscribe while the grid's Redis is up
+
+
+def no_slurm_commands(folder: Path) -> Path:
+    """A folder of stand-ins for Slurm's client commands that refuse and log each call
+    (first on a PATH, they shadow the real ones)."""
+    folder.mkdir()
+    for command in ("sbatch", "scancel", "squeue", "scontrol", "sinfo", "sacct"):
+        stub = folder / command
+        stub.write_text(f'#!/bin/sh\necho "{command} $*" >> "{folder}/ran.log"\n'
+                        f'echo "{command}: Slurm is not installed on this host" >&2\nexit 1\n')
+        stub.chmod(0o755)
+    return folder
 
 
 @pytest.fixture
@@ -160,7 +177,7 @@ def test_a_slurm_subjob_failing_before_the_barrier_fails_the_job(mixed_grid, tmp
           "the native subjob ended")
 
 
-def test_cancel_stops_the_slurm_subjob_with_scancel(mixed_grid, tmp_path, out):
+def test_cancel_stops_the_slurm_subjob_through_its_gatekeeper(mixed_grid, tmp_path, out):
     grid, prog = mixed_grid.grid, program(tmp_path)
     rsl = "+" + component("rmA", "early", 1, prog, out) + \
         component(SLURM_RM, "late", 1, prog, out, "pre60")  # not at the barrier for a minute
@@ -176,3 +193,8 @@ def test_cancel_stops_the_slurm_subjob_with_scancel(mixed_grid, tmp_path, out):
     until(lambda: grid.status(late).state.terminal, 20, "the Slurm subjob ended")
     assert time.monotonic() - began < 20  # scancel'd, not left to its minute of sleep
     assert markers(out) == []
+    ended = grid.status(late)
+    assert ended.state is JobState.FAILED and "cancelled by user" in ended.reason, ended
+    # the scancel ran at the Slurm RM's gatekeeper, not at the scheduler (no Slurm there)
+    assert not mixed_grid.slurm_run_by_scheduler.exists(), \
+        mixed_grid.slurm_run_by_scheduler.read_text()
