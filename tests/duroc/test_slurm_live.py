@@ -136,11 +136,15 @@ def out(tmp_path: Path) -> Path:
 
 
 def component(rm: str, label: str, count: int, prog: Path, out: Path, mode: str = "plain",
-              executable: str | None = None) -> str:
-    """One subjob; the checkout's package first on the path (a Slurm job's environment
-    is the job manager's, not the gatekeeper's)."""
+              executable: str | None = None, start: str | None = None) -> str:
+    """One subjob (``start``: its subjobStartType); the checkout's package first on the
+    path (a Slurm job's environment is the job manager's, not the gatekeeper's)."""
     run = f'(executable="{executable}")' if executable else (
         f'(executable="{sys.executable}")(arguments="{prog}" "{out}" "{mode}")')
+    if start:
+        run += f"(subjobStartType={start})"
+        if start == "no-barrier":
+            run += "(subjobCommsType=independent)"
     return (f'(&(resourceManagerContact={rm})(label={label})(count={count}){run}'
             f'(environment=(PYTHONPATH "{ROOT}")))')
 
@@ -198,3 +202,43 @@ def test_cancel_stops_the_slurm_subjob_through_its_gatekeeper(mixed_grid, tmp_pa
     # the scancel ran at the Slurm RM's gatekeeper, not at the scheduler (no Slurm there)
     assert not mixed_grid.slurm_run_by_scheduler.exists(), \
         mixed_grid.slurm_run_by_scheduler.read_text()
+
+
+def test_loose_and_no_barrier_slurm_subjobs_do_not_sink_the_job(mixed_grid, tmp_path, out):
+    grid, prog = mixed_grid.grid, program(tmp_path)
+    rsl = "+" + component("rmA", "strict", 1, prog, out) + \
+        component(SLURM_RM, "loose", 1, prog, out, executable="/bin/false",
+                  start="loose-barrier") + \
+        component(SLURM_RM, "free", 1, prog, out, start="no-barrier")
+    final = grid.job_request(rsl, barrier_timeout=60).wait(timeout=60)
+    assert final.state is JobState.DONE, final
+    assert final.barrier == "released"
+    # the loose Slurm subjob died before the barrier and left it; the others passed it
+    assert markers(out) == ["free-0", "strict-0"]
+    loose, free = final.subjob("loose"), final.subjob("free")
+    assert loose.state is JobState.FAILED and loose.exit_code == 1, loose  # Slurm's exit code
+    assert free.state is JobState.DONE and free.exit_code == 0, free
+
+
+def test_slurm_subjobs_added_and_deleted_before_release(mixed_grid, tmp_path, out):
+    from grid_tasks.duroc.errors import CoallocFinishedError
+
+    grid, prog = mixed_grid.grid, program(tmp_path)
+    # 'gone' would hold the barrier for a minute; deleting it lets the rest through
+    rsl = "+" + component("rmA", "keep", 1, prog, out, "pre3") + \
+        component(SLURM_RM, "gone", 1, prog, out, "pre60")
+    job = grid.job_request(rsl, barrier_timeout=60)
+    assert job.add("+" + component(SLURM_RM, "added", 1, prog, out)) == ["added"]
+    until(lambda: job.status().subjob("gone").gram_job is not None, 30, "'gone' submitted")
+    gone = job.status().subjob("gone").gram_job
+    status = job.delete("gone")
+    assert sorted(s.label for s in status.subjobs) == ["added", "keep"]
+    final = job.wait(timeout=40)
+    assert final.state is JobState.DONE and final.barrier == "released", final
+    assert markers(out) == ["added-0", "keep-0"]
+    assert grid.status(final.subjob("added").gram_job).rm == SLURM_RM
+    until(lambda: grid.status(gone).state.terminal, 20, "the deleted Slurm subjob ended")
+    assert "cancelled" in (grid.status(gone).reason or ""), grid.status(gone)
+    with pytest.raises(CoallocFinishedError, match="DONE"):
+        job.delete("added")
+    assert not mixed_grid.slurm_run_by_scheduler.exists()
