@@ -63,7 +63,9 @@ from grid_tasks.gram.submission import cancel_job, store_submission
 from grid_tasks.rsl import lower
 from grid_tasks.runtime.env import runtime_environment
 from grid_tasks.scheduling.runner import iterate_here
-from grid_tasks.scheduling.slurm_jobs import slurm_rm_names, slurm_side, store_on_slurm
+from grid_tasks.queues import gatekeeper_queue
+from grid_tasks.scheduling.slurm_jobs import (slurm_rm_names, slurm_side, slurm_stopper,
+                                              store_on_slurm)
 from grid_tasks.services import Services
 from grid_tasks.states import JobState, SubjobStartType
 
@@ -265,19 +267,27 @@ class Coallocator(HeaderSteps, StructureChanges, DoorService, Settling):
     # -- release and cancel (the owner's actions: each ends in a settle) -------------------
     def _cancel_gram(self, gram_id: int) -> None:
         """Cancel a subjob's GRAM job: a native one here (its record, its cancel flag for
-        the nodes, which its job managers watch); a Slurm one at its RM's gatekeeper."""
+        the nodes, which its job managers watch); a Slurm one at its RM's gatekeeper,
+        unless this process is that gatekeeper (a header's submission cancelling its
+        own subjob): then here, with ``scancel`` as its account."""
         slurm = self._on_slurm(gram_id)
-        if slurm is not None:
+        if slurm is not None and not self._serves(slurm[0]):
             self._cancel_at_gatekeeper(gram_id, *slurm)
             return
+        side = slurm_side(self.services.settings, slurm[0]) if slurm is not None else None
         for attempt in range(8):
             try:
-                cancel_job(self.services, gram_id)
+                cancel_job(self.services, gram_id,
+                           stop=slurm_stopper(side) if side is not None else None)
                 return
             except (JobFinishedError, NotFoundError):
                 return
             except ConcurrentUpdateError:
                 time.sleep(0.02 * (attempt + 1))
+
+    def _serves(self, rm: str) -> bool:
+        """Whether this process is a worker consuming ``rm``'s gatekeeper queue."""
+        return gatekeeper_queue(rm) in (self.services.app.amqp.queues.consume_from or {})
 
     def _on_slurm(self, gram_id: int) -> tuple[str, str | None] | None:
         """(RM, owner) of a GRAM job on a Slurm RM not ended yet; None otherwise."""
