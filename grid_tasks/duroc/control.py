@@ -55,14 +55,15 @@ from grid_tasks.duroc.store_models import BarrierState, SubjobSpec
 from grid_tasks.effects import (
     failed_signature, release_signature, send_deadline, watch_signature,
 )
-from grid_tasks.errors import NotFoundError
-from grid_tasks.gram.door import ask
+from grid_tasks.errors import GridTasksError, NotFoundError
+from grid_tasks.gram.door import CANCEL as GRAM_CANCEL, ask
 from grid_tasks.gram.errors import JobFinishedError
 from grid_tasks.gram.records import Outbox
 from grid_tasks.gram.submission import cancel_job, store_submission
 from grid_tasks.rsl import lower
 from grid_tasks.runtime.env import runtime_environment
 from grid_tasks.scheduling.runner import iterate_here
+from grid_tasks.queues import gatekeeper_queue
 from grid_tasks.scheduling.slurm_jobs import (slurm_rm_names, slurm_side, slurm_stopper,
                                               store_on_slurm)
 from grid_tasks.services import Services
@@ -72,6 +73,8 @@ log = logging.getLogger(__name__)
 #: The deadline task hops at most this share of the broker's visibility timeout at a
 #: time: a Redis broker hands an unacknowledged ETA message out again after it.
 DEADLINE_HOP = 0.8
+#: How long a settle waits for a Slurm RM's gatekeeper to take a subjob's cancel (s).
+GATEKEEPER_CANCEL_S = 10.0
 
 
 class Coallocator(HeaderSteps, StructureChanges, DoorService, Settling):
@@ -263,22 +266,52 @@ class Coallocator(HeaderSteps, StructureChanges, DoorService, Settling):
 
     # -- release and cancel (the owner's actions: each ends in a settle) -------------------
     def _cancel_gram(self, gram_id: int) -> None:
-        """Cancel a subjob's GRAM job here (its record, its cancel flag for the nodes)."""
+        """Cancel a subjob's GRAM job: a native one here (its record, its cancel flag for
+        the nodes, which its job managers watch); a Slurm one at its RM's gatekeeper,
+        unless this process is that gatekeeper (a header's submission cancelling its
+        own subjob): then here, with ``scancel`` as its account."""
+        slurm = self._on_slurm(gram_id)
+        if slurm is not None and not self._serves(slurm[0]):
+            self._cancel_at_gatekeeper(gram_id, *slurm)
+            return
+        side = slurm_side(self.services.settings, slurm[0]) if slurm is not None else None
         for attempt in range(8):
             try:
-                cancel_job(self.services, gram_id, stop=self._stop_elsewhere)
+                cancel_job(self.services, gram_id,
+                           stop=slurm_stopper(side) if side is not None else None)
                 return
             except (JobFinishedError, NotFoundError):
                 return
             except ConcurrentUpdateError:
                 time.sleep(0.02 * (attempt + 1))
 
-    def _stop_elsewhere(self, row: Job) -> None:
-        """A subjob on a Slurm RM is stopped by Slurm (``scancel`` as its account); a
-        native one by its cancel flag alone, which its job managers watch."""
-        side = slurm_side(self.services.settings, row.rm)
-        if side is not None:
-            slurm_stopper(side)(row)
+    def _serves(self, rm: str) -> bool:
+        """Whether this process is a worker consuming ``rm``'s gatekeeper queue."""
+        return gatekeeper_queue(rm) in (self.services.app.amqp.queues.consume_from or {})
+
+    def _on_slurm(self, gram_id: int) -> tuple[str, str | None] | None:
+        """(RM, owner) of a GRAM job on a Slurm RM not ended yet; None otherwise."""
+        slurm_rms = slurm_rm_names(self.services.settings)
+        if not slurm_rms:
+            return None
+        with session_scope(self.services.sessions) as session:
+            row = session.get(Job, gram_id)
+            if row is None or row.rm not in slurm_rms or JobState(row.state).terminal:
+                return None
+            return str(row.rm), row.owner
+
+    def _cancel_at_gatekeeper(self, gram_id: int, rm: str, owner: str | None) -> None:
+        """Only the Slurm RM's gatekeeper host is sure to have Slurm's commands: its
+        cancel task (a native GRAM cancel's door) records the cancel and ``scancel``s the
+        job as its account, for the job's owner this scheduler vouches for."""
+        try:
+            ask(self.services.app, GRAM_CANCEL, rm, {"job": gram_id, "submitter": owner},
+                shadow=f"duroc-cancel gram-{gram_id} on {rm}", timeout=GATEKEEPER_CANCEL_S)
+        except (JobFinishedError, NotFoundError):
+            pass  # ended meanwhile: its follower records the end
+        except GridTasksError as exc:
+            log.error("subjob job %s on Slurm RM %s not cancelled (%s): it runs on until "
+                      "it ends or is cancelled again", gram_id, rm, exc)
 
     def cancel_here(self, job: int | str) -> int:
         """Cancel the whole job at any stage; its id.  CoallocFinishedError once ended."""

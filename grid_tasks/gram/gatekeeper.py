@@ -78,11 +78,13 @@ def submit(self: Any, *, rm: str, rsl: str, creds: dict[str, Any],
 
 
 @shared_task(name=CANCEL, bind=True, track_started=False)
-def cancel(self: Any, *, rm: str, job: int) -> dict[str, Any]:
-    """A cancel: only the job's owner (as verified) may, when a grid map says who is
-    who, or an operator (Maui's admin canceljob); the job's status, or the refusal."""
+def cancel(self: Any, *, rm: str, job: int, submitter: str | None = None) -> dict[str, Any]:
+    """A cancel: only the job's owner (as verified, or as the scheduler vouches for it:
+    a coallocated job's Slurm subjob is cancelled here, where Slurm's commands are) may,
+    when a grid map says who is who, or an operator (Maui's admin canceljob); the job's
+    status, or the refusal."""
     services = services_for(self.app)
-    who, admin = self.submitter(), self.signed_as(Role.OPERATOR)
+    who, admin = self.submitter(submitter), self.signed_as(Role.OPERATOR)
     side = slurm_side(services.settings, rm)
     stop = slurm_stopper(side) if side is not None else None  # scancel as its account
     return answer(lambda: cancel_job(services, int(job), rm=rm, identity=who,

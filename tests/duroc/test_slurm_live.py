@@ -97,18 +97,35 @@ def mixed_grid(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveGrid]:
         pids: list[int] = []
         stack.callback(lambda: leftover(pids) == [] or pytest.fail("workers survived"))
         stack.callback(supervisor.stop_all, timeout=10)
+        # the scheduler's host has no working Slurm commands: what reaches Slurm goes
+        # through the Slurm RM's gatekeeper (a stub run here leaves a line in the log)
+        no_slurm = no_slurm_commands(base / "no-slurm")
         supervisor.spawn("scheduler", grid_tasks_command(
-            "worker", "--scheduler", "--no-check", "-l", "WARNING", "-c", "2"), env=env)
+            "worker", "--scheduler", "--no-check", "-l", "WARNING", "-c", "2"),
+            env={**env, "PATH": f"{no_slurm}:{env.get('PATH', '/usr/bin:/bin')}"})
         for rm in ("rmA", SLURM_RM):
             supervisor.spawn(f"gatekeeper-{rm}", grid_tasks_command(
                 "worker", "--rm", rm, "--no-check", "-l", "WARNING", "-c", "4"), env=env)
         live = LiveGrid(settings, grid, {}, supervisor, env)
+        live.slurm_run_by_scheduler = no_slurm / "ran.log"  # type: ignore[attr-defined]
         live.start_node("rmA", "node1")
         pids.extend(supervisor.all_pids())
         yield live
         import gc
 
         gc.collect()  # Celery result objects unsubscribe while the grid's Redis is up
+
+
+def no_slurm_commands(folder: Path) -> Path:
+    """A folder of stand-ins for Slurm's client commands that refuse and log each call
+    (first on a PATH, they shadow the real ones)."""
+    folder.mkdir()
+    for command in ("sbatch", "scancel", "squeue", "scontrol", "sinfo", "sacct"):
+        stub = folder / command
+        stub.write_text(f'#!/bin/sh\necho "{command} $*" >> "{folder}/ran.log"\n'
+                        f'echo "{command}: Slurm is not installed on this host" >&2\nexit 1\n')
+        stub.chmod(0o755)
+    return folder
 
 
 @pytest.fixture
@@ -119,11 +136,15 @@ def out(tmp_path: Path) -> Path:
 
 
 def component(rm: str, label: str, count: int, prog: Path, out: Path, mode: str = "plain",
-              executable: str | None = None) -> str:
-    """One subjob; the checkout's package first on the path (a Slurm job's environment
-    is the job manager's, not the gatekeeper's)."""
+              executable: str | None = None, start: str | None = None) -> str:
+    """One subjob (``start``: its subjobStartType); the checkout's package first on the
+    path (a Slurm job's environment is the job manager's, not the gatekeeper's)."""
     run = f'(executable="{executable}")' if executable else (
         f'(executable="{sys.executable}")(arguments="{prog}" "{out}" "{mode}")')
+    if start:
+        run += f"(subjobStartType={start})"
+        if start == "no-barrier":
+            run += "(subjobCommsType=independent)"
     return (f'(&(resourceManagerContact={rm})(label={label})(count={count}){run}'
             f'(environment=(PYTHONPATH "{ROOT}")))')
 
@@ -160,7 +181,7 @@ def test_a_slurm_subjob_failing_before_the_barrier_fails_the_job(mixed_grid, tmp
           "the native subjob ended")
 
 
-def test_cancel_stops_the_slurm_subjob_with_scancel(mixed_grid, tmp_path, out):
+def test_cancel_stops_the_slurm_subjob_through_its_gatekeeper(mixed_grid, tmp_path, out):
     grid, prog = mixed_grid.grid, program(tmp_path)
     rsl = "+" + component("rmA", "early", 1, prog, out) + \
         component(SLURM_RM, "late", 1, prog, out, "pre60")  # not at the barrier for a minute
@@ -176,3 +197,48 @@ def test_cancel_stops_the_slurm_subjob_with_scancel(mixed_grid, tmp_path, out):
     until(lambda: grid.status(late).state.terminal, 20, "the Slurm subjob ended")
     assert time.monotonic() - began < 20  # scancel'd, not left to its minute of sleep
     assert markers(out) == []
+    ended = grid.status(late)
+    assert ended.state is JobState.FAILED and "cancelled by user" in ended.reason, ended
+    # the scancel ran at the Slurm RM's gatekeeper, not at the scheduler (no Slurm there)
+    assert not mixed_grid.slurm_run_by_scheduler.exists(), \
+        mixed_grid.slurm_run_by_scheduler.read_text()
+
+
+def test_loose_and_no_barrier_slurm_subjobs_do_not_sink_the_job(mixed_grid, tmp_path, out):
+    grid, prog = mixed_grid.grid, program(tmp_path)
+    rsl = "+" + component("rmA", "strict", 1, prog, out) + \
+        component(SLURM_RM, "loose", 1, prog, out, executable="/bin/false",
+                  start="loose-barrier") + \
+        component(SLURM_RM, "free", 1, prog, out, start="no-barrier")
+    final = grid.job_request(rsl, barrier_timeout=60).wait(timeout=60)
+    assert final.state is JobState.DONE, final
+    assert final.barrier == "released"
+    # the loose Slurm subjob died before the barrier and left it; the others passed it
+    assert markers(out) == ["free-0", "strict-0"]
+    loose, free = final.subjob("loose"), final.subjob("free")
+    assert loose.state is JobState.FAILED and loose.exit_code == 1, loose  # Slurm's exit code
+    assert free.state is JobState.DONE and free.exit_code == 0, free
+
+
+def test_slurm_subjobs_added_and_deleted_before_release(mixed_grid, tmp_path, out):
+    from grid_tasks.duroc.errors import CoallocFinishedError
+
+    grid, prog = mixed_grid.grid, program(tmp_path)
+    # 'gone' would hold the barrier for a minute; deleting it lets the rest through
+    rsl = "+" + component("rmA", "keep", 1, prog, out, "pre3") + \
+        component(SLURM_RM, "gone", 1, prog, out, "pre60")
+    job = grid.job_request(rsl, barrier_timeout=60)
+    assert job.add("+" + component(SLURM_RM, "added", 1, prog, out)) == ["added"]
+    until(lambda: job.status().subjob("gone").gram_job is not None, 30, "'gone' submitted")
+    gone = job.status().subjob("gone").gram_job
+    status = job.delete("gone")
+    assert sorted(s.label for s in status.subjobs) == ["added", "keep"]
+    final = job.wait(timeout=40)
+    assert final.state is JobState.DONE and final.barrier == "released", final
+    assert markers(out) == ["added-0", "keep-0"]
+    assert grid.status(final.subjob("added").gram_job).rm == SLURM_RM
+    until(lambda: grid.status(gone).state.terminal, 20, "the deleted Slurm subjob ended")
+    assert "cancelled" in (grid.status(gone).reason or ""), grid.status(gone)
+    with pytest.raises(CoallocFinishedError, match="DONE"):
+        job.delete("added")
+    assert not mixed_grid.slurm_run_by_scheduler.exists()

@@ -27,7 +27,7 @@ from grid_tasks.embedded.supervisor import Supervisor, leftover
 from grid_tasks.errors import GridTasksError
 from grid_tasks.events import iter_output
 from grid_tasks.gram import keys
-from grid_tasks.gram.door import ask
+from grid_tasks.gram.door import CANCEL, ask
 from grid_tasks.gram.jobmanager import JobManager
 from grid_tasks.gram.launch import requests_for
 from grid_tasks.gram.report import node_context
@@ -170,6 +170,8 @@ def test_only_the_owner_may_cancel(door):
             grid.cancel(contact)
         with pytest.raises(Unauthorized, match="belongs to"):
             grid.job(contact)  # nor may mallory look at it (GRAM's status is the owner's)
+        with pytest.raises(Unauthorized, match="belongs to"):  # only a scheduler vouches
+            ask(grid.app, CANCEL, "rmA", {"job": job, "submitter": ALICE}, shadow="vouch")
     with door.client("alice") as grid:
         assert grid.job(contact).status().state is JobState.PENDING
         assert grid.cancel(contact).state is JobState.FAILED
