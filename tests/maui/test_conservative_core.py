@@ -11,7 +11,6 @@ with a C compiler must not silently run the pure core.
 
 from __future__ import annotations
 
-import heapq
 import random
 import shutil
 import sysconfig
@@ -23,6 +22,7 @@ from grid_tasks.maui import pool_compiled
 from grid_tasks.maui.pool_compiled import CompiledConservativePool
 from grid_tasks.maui.pool_conservative import ConservativePool
 from grid_tasks.maui.profile import StepProfile
+from tests.maui.lockstep import drive
 
 needs_compiled = pytest.mark.skipif(pool_compiled._conservative is None, reason="compiled core not built")
 
@@ -62,43 +62,15 @@ def _pair(size: int, monkeypatch) -> list[Scheduler]:
 def lockstep(work: list[tuple], size: int, monkeypatch) -> int:
     """Drive a pure and a compiled pool together (asserting equal); returns the starts."""
     pair = _pair(size, monkeypatch)
-    run = {w[0]: w[4] for w in work}
-    events = [(w[1], 0, i, ("submit", w)) for i, w in enumerate(work)]
+    events = [(w[1], 0, i, ("submit", Job(w[0], tasks=w[5], walltime=w[3], submit_time=w[2])))
+              for i, w in enumerate(work)]  # arrivals: a submit time may lie before
     events += [(w[1] + w[6], 1, i, ("cancel", w[0])) for i, w in enumerate(work) if w[6] is not None]
-    heapq.heapify(events)
-    count, now, started, waiting = len(events), 0.0, 0, set()
 
-    def both(call):
-        out = [call(s) for s in pair]
-        assert out[0] == out[1], (now, out)
-        return out[0]
+    def held(both) -> None:
+        both(lambda s: [(j.id, r.start, r.end) for j, r in s.pool.held()])
 
-    while events or pair[0].next_wakeup(now) is not None:
-        wake = both(lambda s: s.next_wakeup(now))
-        if wake is not None and (not events or wake < events[0][0]):
-            now = wake
-        else:
-            now, _, _, (what, item) = heapq.heappop(events)
-            if what == "submit":
-                both(lambda s: s.submit(Job(item[0], tasks=item[5], walltime=item[3], submit_time=item[2]), now))
-                waiting.add(item[0])
-            elif what == "cancel":
-                if item not in waiting:
-                    continue
-                both(lambda s: s.cancel(item, now))
-                waiting.discard(item)
-            else:
-                both(lambda s: s.job_ended(item, now))
-        decided = both(lambda s: _view(s.iterate(now)))
-        for jid, t in decided[0]:
-            waiting.discard(jid)
-            started += 1
-            count += 1
-            heapq.heappush(events, (t + run[jid], 2, count, ("end", jid)))
-        if decided[1]:
-            both(lambda s: [(j.id, r.start, r.end) for j, r in s.pool.held()])
-    both(lambda s: sorted((r.name, r.start, r.end) for r in s.reservations()))
-    return started
+    log = drive(pair, events, {w[0]: w[4] for w in work}, _view, after=held)
+    return sum(len(decided[0]) for _, decided in log)
 
 
 @needs_compiled

@@ -10,7 +10,6 @@ pass must be caught, and the lean pass must really have run.
 
 from __future__ import annotations
 
-import heapq
 import random
 from dataclasses import replace
 from pathlib import Path
@@ -26,6 +25,7 @@ from grid_tasks.sim.core import load_config, new_scheduler, to_core_job
 from grid_tasks.sim.replay import _jobs
 from grid_tasks.sim.conventions import get_convention
 from grid_tasks.sim.swf import SWFReader
+from tests.maui.lockstep import drive, events_of
 
 ROOT = Path(__file__).resolve().parents[2]
 WORKLOADS = ROOT / ".." / "shared" / "workloads"
@@ -91,41 +91,12 @@ def _view(res) -> tuple:
 
 
 def lockstep(pair: list[Scheduler], work: list[tuple]) -> int:
-    """Drive the lean scheduler and the general one together; returns the starts."""
-    run = {w[0].id: w[1] for w in work}
-    events = [(w[0].submit_time, 0, i, ("submit", w[0])) for i, w in enumerate(work)]
-    events += [(w[0].submit_time + w[2], 1, i, ("cancel", w[0].id)) for i, w in enumerate(work) if w[2]]
-    heapq.heapify(events)
-    count, now, starts = len(events), 0.0, 0
-    waiting: set[str] = set()
-
-    def both(call):
-        out = [call(s) for s in pair]
-        assert repr(out[0]) == repr(out[1]), (now, out)  # the same values, ints and floats alike
-        return out[0]
-
-    while events:
-        wake = both(lambda s: s.next_wakeup(now))
-        if wake is not None and wake < events[0][0]:
-            now = wake
-        else:
-            now, _, _, (what, item) = heapq.heappop(events)
-            if what == "submit":
-                both(lambda s: s.submit(item, now))
-                waiting.add(item.id)
-            elif what == "cancel":
-                if item not in waiting:
-                    continue
-                both(lambda s: s.cancel(item, now))
-                waiting.discard(item)
-            else:
-                both(lambda s: s.job_ended(item, now))
-        for jid, t, _ in both(lambda s: _view(s.iterate(now)))[0]:
-            waiting.discard(jid)
-            starts += 1
-            count += 1
-            heapq.heappush(events, (t + run[jid], 2, count, ("end", jid)))
-    return starts
+    """Drive the lean scheduler and the general one together; returns the starts.  The
+    same values, ints and floats alike (repr); no wake-ups after the last event (a
+    standing reservation always has one)."""
+    log = drive(pair, events_of([(w[0], w[2]) for w in work]), {w[0].id: w[1] for w in work},
+                _view, same=lambda a, b: repr(a) == repr(b), drain=False)
+    return sum(len(decided[0]) for _, decided in log)
 
 
 def pair_for(text: str, size: int, pool: bool = False) -> list[Scheduler]:

@@ -8,7 +8,6 @@ iteration results must be equal.  A deliberately broken fast path must be caught
 
 from __future__ import annotations
 
-import heapq
 import random
 
 import pytest
@@ -18,6 +17,7 @@ from grid_tasks.maui.pool import Pool
 from grid_tasks.maui.pool_conservative import ConservativePool
 from grid_tasks.maui.reservation_book import ReservationBook
 from tests.maui import driver
+from tests.maui.lockstep import drive, events_of
 
 
 def _workload(rng: random.Random, n: int, size: int) -> list[tuple]:
@@ -45,42 +45,8 @@ def lockstep(work: list[tuple], size: int, **cfg) -> list[tuple]:
     pair = [Scheduler([Node("pool", procs=size)], SchedulerConfig.preset("conservative", fast_path=f, **cfg))
             for f in (True, False)]
     assert isinstance(pair[0].pool, ConservativePool) and pair[1].pool is None
-    run = {w[0]: w[3] for w in work}
-    events = [(w[1], 0, i, ("submit", w)) for i, w in enumerate(work)]
-    events += [(w[1] + w[5], 1, i, ("cancel", w[0])) for i, w in enumerate(work) if w[5] is not None]
-    heapq.heapify(events)
-    count, now, log = len(events), 0.0, []
-    waiting: set[str] = set()
-
-    def both(call):
-        out = [call(s) for s in pair]
-        assert out[0] == out[1], (now, out)
-        return out[0]
-
-    while events or pair[0].next_wakeup(now) is not None:
-        wake = both(lambda s: s.next_wakeup(now))
-        if wake is not None and (not events or wake < events[0][0]):
-            now = wake
-        else:
-            now, kind, _, (what, item) = heapq.heappop(events)
-            if what == "submit":
-                both(lambda s: s.submit(Job(item[0], tasks=item[4], walltime=item[2], submit_time=item[1]), now))
-                waiting.add(item[0])
-            elif what == "cancel":
-                if item not in waiting:
-                    continue
-                both(lambda s: s.cancel(item, now))
-                waiting.discard(item)
-            else:
-                both(lambda s: s.job_ended(item, now))
-        decided = both(lambda s: _view(s.iterate(now)))
-        log.append((now, decided))
-        for jid, t, _ in decided[0]:
-            waiting.discard(jid)
-            count += 1
-            heapq.heappush(events, (t + run[jid], 2, count, ("end", jid)))
-    both(lambda s: sorted((r.name, r.start, r.end) for r in s.reservations()))
-    return log
+    jobs = [(Job(w[0], tasks=w[4], walltime=w[2], submit_time=w[1]), w[5]) for w in work]
+    return drive(pair, events_of(jobs), {w[0]: w[3] for w in work}, _view)
 
 
 @pytest.fixture(params=["pure", "compiled"])
