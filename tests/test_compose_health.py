@@ -105,7 +105,7 @@ def test_the_build_context_holds_what_the_image_copies_and_no_local_state():
     patterns = [line.strip() for line in lines if line.strip() and not line.startswith("#")]
     copied = [src for line in (REPO_ROOT / "workers" / "Dockerfile").read_text().splitlines()
               if line.startswith("COPY ") for src in line.split()[1:-1]]
-    assert copied == ["pyproject.toml", "README.md", "grid_tasks", "config"]
+    assert copied == ["pyproject.toml", "setup.py", "README.md", "grid_tasks", "config"]
     for path in copied + ["grid_tasks/embedded/health.py", "config/demo-grid.toml"]:
         assert not _ignored(patterns, path), path
     for path in (".venv/bin/python", ".state/grid_tasks.db", ".git/config",
