@@ -122,8 +122,9 @@ class Coallocator(HeaderSteps, StructureChanges, DoorService, Settling):
             job_id = insert_coallocation(session, rsl, owner, barrier_timeout, subs, labels,
                                          datetime.fromtimestamp(deadline, timezone.utc))
         sid = store_id(job_id)
-        self.store.create_job(sid, [SubjobSpec(label, sub.count, sub.start_type, sub.comms_type)
-                                    for sub, label in zip(subs, labels)],
+        # the barrier expects the processes that start (one for jobType single), not count
+        self.store.create_job(sid, [SubjobSpec(label, sub.processes(), sub.start_type,
+                                               sub.comms_type) for sub, label in zip(subs, labels)],
                               ttl_s=float(barrier_timeout) + 24 * 3600, auto_release=True)
         self.store.grant_access(sid, scripts_loaded=True,  # by create_job
                                 remember=(URL_KEY.format(job_id), int(barrier_timeout) + 24 * 3600))

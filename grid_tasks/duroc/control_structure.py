@@ -51,7 +51,7 @@ class StructureChanges:
                 row.created_at.timestamp() + DEFAULT_BARRIER_TIMEOUT_S
         for sub, label in zip(subs, labels):
             info = self.store.add_subjob(store_id(job_id), SubjobSpec(
-                label, sub.count, sub.start_type, sub.comms_type))
+                label, sub.processes(), sub.start_type, sub.comms_type))
             with session_scope(self.services.sessions) as session:
                 session.add(new_subjob_row(job_id, info.address, label, sub))
             if sub.start_type is SubjobStartType.NO_BARRIER:

@@ -60,7 +60,7 @@ def process_env(req: LaunchRequest, rank: int, who: RunAs | None = None) -> dict
         env.update(_own_account(os.geteuid()))
     env.update(req.environment)
     env.update({"GRID_TASKS_JOB_ID": str(req.job_id), "GRID_TASKS_RANK": str(rank),
-                "GRID_TASKS_SIZE": str(req.size), "GRID_TASKS_NODE": req.node,
+                "GRID_TASKS_SIZE": str(req.process_size()), "GRID_TASKS_NODE": req.node,
                 "GRID_TASKS_RM": req.rm})
     env.update(req.extra_env)
     return env

@@ -87,6 +87,12 @@ class LaunchRequest:
             return 1 if self.tasks else 0  # mpirun starts the tasks itself
         return self.tasks
 
+    def process_size(self) -> int:
+        """Processes of the whole job (``GRID_TASKS_SIZE``): one for ``single``, whose
+        ``size`` counts the processors it holds, not processes (a DUROC barrier waits
+        for this many)."""
+        return 1 if self.job_type == "single" else self.size
+
 
 def requests_for(job_id: int, rm: str, token: str, request: dict[str, Any],
                  allocation: dict[str, int], walltime: float | None) -> list[LaunchRequest]:

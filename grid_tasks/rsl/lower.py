@@ -83,6 +83,12 @@ class SubjobRequest:
     relations: tuple[Relation, ...] = ()
     gram_relations: tuple[Relation, ...] = ()
 
+    def processes(self) -> int:
+        """Processes the subjob starts, and so enter its barrier: one for ``jobType
+        single`` (GRAM starts ONE process; ``count`` is the processors it holds), else
+        ``count`` (``mpi``: mpirun starts ``count`` ranks)."""
+        return 1 if self.job_type == "single" else self.count
+
     def gram_rsl(self) -> str:
         """GRAM RSL for this subjob: DUROC/broker-only attributes removed, the rest verbatim."""
         return unparse(Boolean(BoolOp.AND, self.gram_relations))

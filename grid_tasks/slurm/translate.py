@@ -113,8 +113,8 @@ def script(req: SubjobRequest, srun: str = "srun") -> str:
     """The batch script: the launch, ``exec``'d so that its exit code is the job's."""
     command = " ".join(shlex.quote(part) for part in (req.executable, *req.arguments))
     launcher = shlex.quote(srun)
-    if req.job_type == "single":  # one process, rank 0 of the count asked (as natively)
-        launch = f"export GRID_TASKS_RANK=0 GRID_TASKS_SIZE={req.count}\nexec {command}"
+    if req.job_type == "single":  # one process holding count CPUs (as natively)
+        launch = f"export GRID_TASKS_RANK=0 GRID_TASKS_SIZE=1\nexec {command}"
     elif req.job_type == "mpi":
         launch = f"exec {launcher} --mpi=\"${{SLURM_MPI_TYPE:-pmi2}}\" {TASK_PLACE} {command}"
     else:

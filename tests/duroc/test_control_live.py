@@ -49,6 +49,17 @@ def test_happy_path_passes_barrier_and_exchanges(duroc_grid, tmp_path, out):
     assert gram.rm == "rmB"
 
 
+def test_a_single_subjob_holding_two_processors_releases_the_barrier(duroc_grid, tmp_path, out):
+    """jobType single with count 2 starts ONE process: the barrier waits for it alone."""
+    grid = duroc_grid.grid
+    prog = program(tmp_path)
+    single = component("rmA", "one", 2, prog, out).replace("(count=2)", "(count=2)(jobType=single)")
+    rsl = "+" + single + component("rmB", "other", 1, prog, out)
+    final = grid.job_request(rsl, barrier_timeout=30).wait(timeout=40)
+    assert final.state is JobState.DONE and final.barrier == "released", final
+    assert markers(out) == ["one-0", "other-0"]  # one process of 'one', rank 0
+
+
 def test_strict_failure_kills_everything_and_no_code_passes(duroc_grid, tmp_path, out):
     grid = duroc_grid.grid
     prog = program(tmp_path)

@@ -168,6 +168,17 @@ def test_native_and_slurm_subjobs_meet_at_one_barrier(mixed_grid, tmp_path, out)
     assert gram.rm == SLURM_RM and gram.state is JobState.DONE
 
 
+def test_single_subjobs_holding_two_processors_release_the_barrier(mixed_grid, tmp_path, out):
+    """jobType single, count 2, on both kinds: one process each, so the barrier opens."""
+    grid, prog = mixed_grid.grid, program(tmp_path)
+    rsl = "+" + "".join(component(rm, label, 2, prog, out).replace(
+        "(count=2)", "(count=2)(jobType=single)") for rm, label in (("rmA", "native"),
+                                                                     (SLURM_RM, "slurm")))
+    final = grid.job_request(rsl, barrier_timeout=40).wait(timeout=50)
+    assert final.state is JobState.DONE and final.barrier == "released", final
+    assert markers(out) == ["native-0", "slurm-0"]
+
+
 def test_a_slurm_subjob_failing_before_the_barrier_fails_the_job(mixed_grid, tmp_path, out):
     grid, prog = mixed_grid.grid, program(tmp_path)
     rsl = "+" + component("rmA", "waits", 1, prog, out) + \

@@ -44,6 +44,16 @@ def _env_of(output: str) -> dict[str, str]:
     return dict(line.split("=", 1) for line in output.splitlines() if "=" in line)
 
 
+def test_a_single_process_is_told_it_is_alone_whatever_it_holds(tmp_path):
+    """jobType single on 3 processors starts one process: its subjob's size is 1 (a
+    DUROC barrier and intra-subjob messages count processes, not processors)."""
+    one = _request(str(tmp_path), job_type="single", tasks=3, size=3)
+    many = _request(str(tmp_path), tasks=3, size=3)
+    assert one.process_count() == 1 and many.process_count() == 3
+    sizes = [_env_of(_run(req)[1])["GRID_TASKS_SIZE"] for req in (one, many)]
+    assert sizes == ["1", "3"]
+
+
 def test_the_job_sees_no_secret_of_the_daemon(tmp_path, monkeypatch):
     for name, value in GRID_SECRETS.items():
         monkeypatch.setenv(name, value)

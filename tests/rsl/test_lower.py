@@ -95,6 +95,13 @@ def test_attribute_spellings_lower_identically() -> None:
     assert one.max_wall_time_s == 300
 
 
+def test_a_single_subjob_starts_one_process_whatever_its_count() -> None:
+    single, many, mpi = lower("+(&(executable=x)(count=4)(jobType=single))"
+                              "(&(executable=x)(count=4))(&(executable=x)(count=3)(jobType=mpi))")
+    assert (single.count, single.processes()) == (4, 1)  # count: the processors it holds
+    assert (many.processes(), mpi.processes()) == (4, 3)
+
+
 def test_to_dict_is_json_ready() -> None:
     import json
 

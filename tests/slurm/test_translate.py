@@ -86,4 +86,4 @@ def test_each_task_gets_its_rank_and_size_as_natively(tmp_path):
                         "(jobType=single)"), name="gt.9", output="/o", error="/e")
     ran = subprocess.run(["/bin/sh", "-c", one.script], capture_output=True, text=True,
                          check=True)
-    assert ran.stdout == "0/3 z\n"
+    assert ran.stdout == "0/1 z\n"  # one process: its subjob is of size 1
