@@ -10,6 +10,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import click
 from celery.exceptions import TimeoutError as CeleryTimeout
@@ -29,7 +30,8 @@ from grid_tasks.settings import Settings, default_config_file
 
 def _options(topology: Path | None, state_dir: Path | None, flower: bool,
              flower_port: int | None, heartbeat: float, announce: bool = True,
-             slurm: bool = False) -> StackOptions:
+             slurm: bool = False, slurm_required: bool = False,
+             database_url: str | None = None) -> StackOptions:
     base = Settings.from_env()
     return StackOptions(
         topology_file=topology or default_config_file("demo-grid.toml"),
@@ -38,7 +40,8 @@ def _options(topology: Path | None, state_dir: Path | None, flower: bool,
         # the operator's own choices carry over: signing (on unless turned off) and
         # the grid map (none: a single-user grid running jobs as the invoking user)
         signing=base.signing.enabled, gridmap_file=base.gridmap_file, announce=announce,
-        slurm=slurm)
+        slurm=slurm or slurm_required, slurm_required=slurm_required,
+        database_url=database_url)
 
 
 @contextlib.contextmanager
@@ -84,15 +87,27 @@ def start_stack(console: Console, options: StackOptions) -> EmbeddedStack:
 @click.option("--flower-port", type=click.IntRange(1, 65535), help="Flower port (default: free).")
 @click.option("--for", "duration", type=click.FloatRange(min=0), metavar="SECONDS",
               help="Stop after SECONDS instead of waiting for Ctrl-C.")
+@click.option("--slurm", is_flag=True,
+              help="Also run a private Slurm cluster (in the state dir, stopped with the "
+              "grid) as RM slurm1; needs Debian's slurm-wlm and munge, and root.")
+@click.option("--database-url", envvar="GRID_TASKS_DATABASE_URL", show_envvar=True,
+              metavar="URL", help="The grid's database: a PostgreSQL URL such as "
+              "postgresql+psycopg://grid@dbhost/grid (migrated once at start), default a "
+              "SQLite file in the state dir.  Give a password through the environment "
+              "variable, not here: a command line is visible to every user.")
 def up(topology: Path | None, state_dir: Path | None, heartbeat: float, flower: bool,
-       flower_port: int | None, duration: float | None) -> None:
-    """Run a whole grid here: private Redis, SQLite, scheduler with beat, node daemons.
+       flower_port: int | None, duration: float | None, slurm: bool,
+       database_url: str | None) -> None:
+    """Run a whole grid here: private Redis, a database (SQLite, or PostgreSQL with
+    --database-url), scheduler with beat, node daemons (and a Slurm cluster with --slurm).
 
     Prints the GRID_TASKS_* variables that let other terminals use the grid
     (e.g. ``grid-tasks nodes``).  Ctrl-C or SIGTERM stops every process.
     """
     console = Console()
-    options = _options(topology, state_dir, flower, flower_port, heartbeat)
+    _warn_password_in_argv(console, database_url)
+    options = _options(topology, state_dir, flower, flower_port, heartbeat,
+                       slurm_required=slurm, database_url=database_url)
     with stop_on_signals():
         started = time.monotonic()
         stack = start_stack(console, options)
@@ -104,6 +119,16 @@ def up(topology: Path | None, state_dir: Path | None, heartbeat: float, flower: 
         finally:
             stop_stack(console, stack)
     console.print("grid stopped; no process left behind.")
+
+
+def _warn_password_in_argv(console: Console, database_url: str | None) -> None:
+    """Say so when the database password came on the command line (``ps`` shows it)."""
+    source = click.get_current_context().get_parameter_source("database_url")
+    if database_url and source is click.core.ParameterSource.COMMANDLINE \
+            and urlsplit(database_url).password:
+        console.print("warning: --database-url holds a password, which any user of this "
+                      "machine can read in its command line; pass the URL in "
+                      "GRID_TASKS_DATABASE_URL instead", style="yellow", highlight=False)
 
 
 def stop_stack(console: Console, stack: EmbeddedStack) -> None:
@@ -130,7 +155,11 @@ def _announce(console: Console, stack: EmbeddedStack, elapsed: float) -> None:
                   f"`--stack {stack.state_dir}`, when several run); or export:",
                   highlight=False, soft_wrap=True)
     for key, value in stack.settings.to_env().items():
+        if key == "GRID_TASKS_DATABASE_URL" and urlsplit(value).password:
+            value = _masked(value)  # the operator's own password: not into a log
         console.print(f"  export {key}='{value}'", soft_wrap=True, highlight=False)
+    if stack.slurm_note:
+        console.print(stack.slurm_note, highlight=False)
     if stack.flower_url:
         # the path, not the password: this output often ends in a shared log
         console.print(f"Flower: {stack.flower_url} (user {FLOWER_USER}, password in "
@@ -138,6 +167,13 @@ def _announce(console: Console, stack: EmbeddedStack, elapsed: float) -> None:
     if stack.metrics_url:
         console.print(f"Metrics: {stack.metrics_url}", highlight=False)
     console.print(f"Logs: {stack.state_dir / 'logs'}.  Ctrl-C stops the grid.")
+
+
+def _masked(url: str) -> str:
+    """``url`` with its password replaced by ``***``."""
+    parts = urlsplit(url)
+    host = parts.netloc.rsplit("@", 1)[-1]
+    return parts._replace(netloc=f"{parts.username or ''}:***@{host}").geturl()
 
 
 def _serve(stack: EmbeddedStack, duration: float | None) -> None:

@@ -5,7 +5,8 @@ the native RMs when this machine can host it: Debian's slurm-wlm and munge insta
 and root (slurmd must be root to start jobs as their owners).  The stack then runs a
 :class:`~grid_tasks.embedded.slurm_cluster.SlurmSite` of two slurmd in its state
 directory and a topology of its own: the chosen one plus the Slurm RM.  Otherwise the
-demo runs without it and says why in one line.
+demo runs without it and says why in one line.  ``grid-tasks up --slurm`` asks for the
+same cluster and refuses to start without it (:func:`start_local_slurm`).
 """
 
 from __future__ import annotations
@@ -16,11 +17,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from grid_tasks.embedded.slurm_cluster import SlurmSite, missing_binaries
+from grid_tasks.errors import ConfigError
 
 #: The Slurm RM's name in the demo topology, and its cluster's.
 SLURM_RM = "slurm1"
 CLUSTER = "demo"
 NODES = 2
+#: What the demo and ``up --slurm`` say once the cluster runs.
+RUNNING_NOTE = f"Slurm cluster {CLUSTER!r} ({NODES} slurmd) serves RM {SLURM_RM}"
 _POLICY = re.compile(r'^(\s*policy_file\s*=\s*)"([^"]*)"', re.MULTILINE)
 
 
@@ -46,25 +50,43 @@ def unavailable() -> str | None:
     return None
 
 
+class SlurmNotRunnable(ConfigError):
+    """A Slurm cluster was asked for and this machine cannot run one (the message
+    says why: binaries missing, not root, or the daemons' own error)."""
+
+    def __init__(self, why: str) -> None:
+        super().__init__(f"no local Slurm cluster: {why}", source="grid-tasks up --slurm")
+        self.why = why
+
+
 def start_demo_slurm(state_dir: Path, topology_file: Path) -> tuple[DemoSlurm | None, str]:
     """Start the cluster: (it, a line saying so), or (None, a line saying why not).
     A cluster that fails to start is left out too (its error is the reason)."""
+    try:
+        running = start_local_slurm(state_dir, topology_file)
+    except SlurmNotRunnable as exc:
+        return None, f"no Slurm cluster in this demo: {exc.why}"
+    return running, RUNNING_NOTE
+
+
+def start_local_slurm(state_dir: Path, topology_file: Path) -> DemoSlurm:
+    """Start the cluster in ``state_dir/slurm`` and write the topology naming its RM;
+    :class:`SlurmNotRunnable` (nothing left running) when it cannot run here."""
     why = unavailable()
     if why is not None:
-        return None, f"no Slurm cluster in this demo: {why}"
+        raise SlurmNotRunnable(why)
     site = SlurmSite(state_dir / "slurm", {CLUSTER: NODES})
     try:
         site.start()
-    except Exception as exc:  # noqa: BLE001 - optional: the demo runs without it
+    except Exception as exc:  # noqa: BLE001 - any failure: the caller decides what it means
         site.stop()
-        return None, f"no Slurm cluster in this demo: it did not start ({exc})"
+        raise SlurmNotRunnable(f"it did not start ({exc})") from exc
     assert site.public is not None
     out = site.public / "out"  # job accounts pass through (0711), as through the site's
     out.mkdir(mode=0o711, exist_ok=True)
     derived = with_slurm_rm(topology_file, state_dir / "grid-with-slurm.toml",
                             site[CLUSTER].conf, out)
-    return DemoSlurm(site, derived), (f"Slurm cluster {CLUSTER!r} ({NODES} slurmd) serves "
-                                      f"RM {SLURM_RM}")
+    return DemoSlurm(site, derived)
 
 
 def with_slurm_rm(topology_file: Path, target: Path, slurm_conf: Path, output_dir: Path) -> Path:

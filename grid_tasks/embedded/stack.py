@@ -1,11 +1,13 @@
 """The embedded stack: a whole grid on one machine (``grid-tasks up`` / ``demo``).
 
 Starts, in order: a private redis-server (broker, results, tokens, heartbeats in
-separate databases), the SQLite database (migrated, topology synced), the
-scheduler worker with every RM's gatekeeper queue, two highly available beats
-(:mod:`grid_tasks.ha`), one node daemon per node of the topology, a ``/metrics``
-endpoint in this process, and optionally Flower with basic auth.  :meth:`stop`
-(also on Ctrl-C / SIGTERM via :func:`stop_on_signals`) leaves no process behind.
+separate databases), the database (SQLite in the state dir, or the PostgreSQL
+database named by ``--database-url``; migrated and the topology synced once, before
+any daemon starts), the scheduler worker with every RM's gatekeeper queue, two
+highly available beats (:mod:`grid_tasks.ha`), one node daemon per node of the
+topology, a ``/metrics`` endpoint in this process, optionally Flower with basic auth
+and a private Slurm cluster.  :meth:`stop` (also on Ctrl-C / SIGTERM via
+:func:`stop_on_signals`) leaves no process behind.
 """
 
 from __future__ import annotations
@@ -26,7 +28,9 @@ from pathlib import Path
 from types import FrameType, TracebackType
 from typing import Any
 
-from grid_tasks.embedded.demo_slurm import DemoSlurm, start_demo_slurm
+from grid_tasks.embedded.database import check_database_url, prepare_database
+from grid_tasks.embedded.demo_slurm import RUNNING_NOTE, DemoSlurm, start_demo_slurm
+from grid_tasks.embedded.demo_slurm import start_local_slurm
 from grid_tasks.embedded.flower import FLOWER_USER, flower_argv, flower_env, flower_password
 from grid_tasks.embedded.locate import StackLock, announce, withdraw
 from grid_tasks.embedded.redis_server import RedisServer, free_port
@@ -91,6 +95,12 @@ class StackOptions:
     #: also run a private Slurm cluster as RM ``slurm1`` when this machine can (the demo:
     #: :mod:`grid_tasks.embedded.demo_slurm`); ``slurm_note`` then says which way it went
     slurm: bool = False
+    #: with ``slurm``: refuse to start without the cluster (``up --slurm``) rather than
+    #: run without it (the demo)
+    slurm_required: bool = False
+    #: the grid's database (SQLAlchemy URL: SQLite or PostgreSQL); None: SQLite in the
+    #: state dir.  It reaches the children in their environment only, never in an argv.
+    database_url: str | None = None
 
 
 class EmbeddedStack:
@@ -98,6 +108,8 @@ class EmbeddedStack:
 
     def __init__(self, options: StackOptions | None = None) -> None:
         self.options = options or StackOptions()
+        if self.options.database_url is not None:
+            check_database_url(self.options.database_url)
         self.topology: GridTopology = load_topology(self.options.topology_file)
         self.state_dir = Path(self.options.state_dir).resolve()
         self.redis = RedisServer(self.state_dir / "redis")
@@ -140,13 +152,13 @@ class EmbeddedStack:
             write_env_file(self.state_dir / ENV_FILE, self.settings)
             if self.options.announce:
                 announce(self.state_dir)
-            say("starting scheduler and node daemons")
-            self._spawn_workers()
-            # While they start (seconds of imports): node daemons retry their first SQL
-            # record until this is done, and the workers touch the database for nothing
-            # else until a node has recorded itself and triggered its RM's iteration.
+            # Once, and before any daemon: run beside N starting daemons it got 1/N of
+            # the CPU and took longer with every node (issue 25: 52 of 90 s at 128 nodes),
+            # past the gatekeepers' 30 s of retrying a node's first SQL record.
             say("preparing the database")
             prepare_database(self.settings, self.topology)
+            say("starting scheduler and node daemons")
+            self._spawn_workers()
             say("starting beats")
             self._spawn_beats()  # after: their periodic iterations read the database
             self._start_metrics()
@@ -193,8 +205,13 @@ class EmbeddedStack:
     # --- pieces --------------------------------------------------------------------
 
     def _start_slurm(self) -> None:
-        """The optional Slurm cluster; with it, the topology that adds its RM."""
-        self.slurm, self.slurm_note = start_demo_slurm(self.state_dir, self.topology_file)
+        """The Slurm cluster (optional, or required: ConfigError saying why it cannot
+        run); with it, the topology that adds its RM."""
+        if self.options.slurm_required:
+            self.slurm = start_local_slurm(self.state_dir, self.topology_file)
+            self.slurm_note = RUNNING_NOTE
+        else:
+            self.slurm, self.slurm_note = start_demo_slurm(self.state_dir, self.topology_file)
         if self.slurm is not None:
             self.topology_file = self.slurm.topology_file
             self.topology = load_topology(self.topology_file)
@@ -211,7 +228,8 @@ class EmbeddedStack:
         return Settings(
             broker_url=self.redis.url(1), result_backend=self.redis.url(2),
             redis_url=self.redis.url(3),
-            database_url=f"sqlite:///{self.state_dir / 'grid_tasks.db'}",
+            database_url=self.options.database_url
+            or f"sqlite:///{self.state_dir / 'grid_tasks.db'}",
             state_dir=self.state_dir, topology_file=self.topology_file.resolve(),
             heartbeat_interval=interval, heartbeat_ttl=default_ttl(interval),
             signing=self.signing_for(Role.USER), gridmap_file=self.options.gridmap_file,
@@ -332,21 +350,6 @@ def grid_tasks_command(*args: str) -> list[str]:
     """argv running ``grid-tasks ARGS`` with this interpreter (no PATH lookup needed)."""
     boot = "import sys; from grid_tasks.cli import main; sys.exit(main(prog_name='grid-tasks'))"
     return [sys.executable, "-c", boot, *args]
-
-
-def prepare_database(settings: Settings, topology: GridTopology) -> bool:
-    """Migrate the database and sync the topology into it, if the db package is there."""
-    try:
-        from grid_tasks import db  # optional here: a build may leave the db package out
-    except ImportError:
-        return False
-    private_dir(settings.state_dir)
-    db.migrate(settings.database_url)
-    factory = db.session_factory(db.get_engine(settings.database_url))
-    with db.session_scope(factory) as session:
-        db.sync_topology(session, topology)
-    db.dispose_engines(settings.database_url)
-    return True
 
 
 @contextmanager

@@ -132,3 +132,52 @@ def test_up_stops_everything_on_sigterm(tmp_path, grid_env, grid_tasks_command):
         assert proc.returncode == 0, rest
         assert "no process left behind" in rest
         _all_gone(family, state)
+
+
+# --- `up --slurm` and `up --database-url`: refused with a clear error, nothing started ---
+
+
+def _small_topology(tmp_path: Path) -> Path:
+    path = tmp_path / "grid.toml"
+    path.write_text(f'[rm.rmA]\npolicy_file = "{DEMO_TOPOLOGY.parent / "demo.cfg"}"\n'
+                    '[rm.rmA.node.node1]\nprocs = 2\n')
+    return path
+
+
+def _up(tmp_path: Path, *args: str, env: dict[str, str] | None = None) -> Any:
+    from click.testing import CliRunner
+
+    from grid_tasks.cli import main
+
+    clean = {k: None for k in os.environ if k.startswith("GRID_TASKS_")}
+    return CliRunner().invoke(main, ["up", "--topology", str(_small_topology(tmp_path)),
+                                     "--state-dir", str(tmp_path / "s"), "--for", "0", *args],
+                              env={**clean, **(env or {})}, terminal_width=200)
+
+
+def test_up_slurm_says_why_no_cluster_can_run_and_starts_nothing(tmp_path, monkeypatch):
+    from grid_tasks.embedded import demo_slurm
+
+    monkeypatch.setattr(demo_slurm, "missing_binaries", lambda: ["slurmd"])
+    result = _up(tmp_path, "--slurm")
+    assert result.exit_code == 1
+    assert "no local Slurm cluster: Slurm is not installed (no slurmd)" in result.output
+    assert stack_processes(tmp_path / "s") == []
+
+
+def test_up_refuses_a_database_it_cannot_run_on_without_echoing_the_password(tmp_path):
+    result = _up(tmp_path, env={"GRID_TASKS_DATABASE_URL": "mysql://grid:s3cret@db/grid"})
+    assert result.exit_code == 1
+    assert "--database-url: not a SQLite or PostgreSQL URL (scheme 'mysql'" in result.output
+    assert "s3cret" not in result.output
+    assert not (tmp_path / "s").exists()  # refused before the state dir was made
+
+
+def test_up_warns_of_a_database_password_on_its_command_line(tmp_path):
+    # an unknown topology ends it right after the options are read
+    url = "postgresql+psycopg://grid:s3cret@127.0.0.1:1/grid"
+    given = _up(tmp_path, "--database-url", url, "--topology", str(tmp_path / "none.toml"))
+    assert "--database-url holds a password" in given.output, given.output
+    quiet = _up(tmp_path, "--topology", str(tmp_path / "none.toml"),
+                env={"GRID_TASKS_DATABASE_URL": url})
+    assert "holds a password" not in quiet.output and quiet.exit_code == 1, quiet.output
