@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import insert, select
 from sqlalchemy.orm import Session
 
 from grid_tasks.errors import NotFoundError
@@ -105,14 +105,15 @@ def _sync_rm(session: Session, spec: Any, report: SyncReport) -> None:
     rm.policy_file = str(spec.policy_file) if spec.policy_file is not None else None
     rm.attributes = dict(getattr(spec, "attributes", None) or {})
     existing = {node.name: node for node in rm.nodes}
-    wanted = set()
+    wanted, added = set(), []
     for node_spec in spec.nodes:
         where = f"{spec.name}/{node_spec.name}"
         values = _validated(where, _spec_resources(node_spec))
         wanted.add(node_spec.name)
         node = existing.get(node_spec.name)
         if node is None:
-            rm.nodes.append(Node(name=node_spec.name, state=NodeState.UNKNOWN, **values))
+            added.append({"rm": spec.name, "name": node_spec.name,
+                          "state": NodeState.UNKNOWN, **values})
             report.added_nodes.append(where)
         elif any(getattr(node, k) != v for k, v in values.items()):
             for key, value in values.items():
@@ -122,6 +123,10 @@ def _sync_rm(session: Session, spec: Any, report: SyncReport) -> None:
         if name not in wanted:
             rm.nodes.remove(node)  # delete-orphan: configuration, nothing refers to it
             report.removed_nodes.append(f"{spec.name}/{name}")
+    if added:  # one bulk INSERT: a new grid of N nodes costs no N ORM objects
+        session.flush()  # the RM row first (the nodes' foreign key)
+        session.execute(insert(Node), added)
+        session.expire(rm, ["nodes"])  # read again with the new rows when next used
 
 
 def sync_topology(session: Session, topology: Any) -> SyncReport:

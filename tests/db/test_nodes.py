@@ -29,6 +29,29 @@ def test_sync_adds_everything_once_then_nothing(session: Session, topology) -> N
         ("rmA", "a1"), ("rmA", "a2"), ("rmB", "b1")]
 
 
+def test_a_new_grid_is_one_insert_of_its_nodes_per_rm_whatever_their_number(
+        session: Session) -> None:
+    """Preparing a grid's database costs no statement per node (issue 25): the nodes of
+    an RM are one bulk INSERT, and the session sees them right after."""
+    from sqlalchemy import event
+
+    big = "".join(f"[rm.big.node.n{i}]\nprocs = 2\nfeatures = [\"f{i}\"]\n" for i in range(200))
+    statements: list[str] = []
+    engine = session.get_bind()
+    listen = lambda *args: statements.append(args[2].split()[0])  # noqa: E731
+    event.listen(engine, "before_cursor_execute", listen)
+    try:
+        report = sync_topology(session, parse_topology(big, "grid.toml"))
+    finally:
+        event.remove(engine, "before_cursor_execute", listen)
+    assert len(report.added_nodes) == 200
+    assert statements.count("INSERT") <= 2, statements  # the RM, then its nodes
+    assert len(statements) < 10, statements
+    nodes = repository.get_rm(session, "big").nodes
+    assert len(nodes) == 200 and {n.state for n in nodes} == {NodeState.UNKNOWN}
+    assert get_node(session, "big", "n7").features == ["f7"] and nodes[0].procs == 2
+
+
 def test_sync_updates_changed_and_removes_unconfigured_nodes(grid: Session) -> None:
     changed = GRID_TOML.replace("procs = 2\n", "procs = 6\n").replace(
         "[rm.rmB.node.b1]", "[rm.rmB.node.b2]")

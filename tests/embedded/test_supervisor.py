@@ -10,7 +10,7 @@ import time
 import psutil
 import pytest
 
-from grid_tasks.embedded.supervisor import ChildFailed, Supervisor, leftover
+from grid_tasks.embedded.supervisor import ChildFailed, Supervisor, death_signal_prefix, leftover
 
 # A process with a grandchild, both sleeping.
 FAMILY = ("import subprocess, sys, time; "
@@ -57,11 +57,17 @@ def test_check_reports_a_dead_child_with_its_log(tmp_path):
             sup.check()
 
 
-def test_children_die_with_a_killed_supervisor(tmp_path):
+@pytest.mark.parametrize("way", ["setpriv", "preexec_fn"])
+def test_children_die_with_a_killed_supervisor(tmp_path, way):
     # The supervisor itself runs in a subprocess that we SIGKILL: no cleanup code runs.
+    # Both ways of setting the death signal: setpriv's (vfork) and the fallback's.
+    if way == "setpriv" and not death_signal_prefix():
+        pytest.skip("util-linux setpriv with --pdeathsig is not installed")
     script = (
         "import sys, time; from pathlib import Path;"
-        "from grid_tasks.embedded.supervisor import Supervisor;"
+        "from grid_tasks.embedded import supervisor; from grid_tasks.embedded.supervisor "
+        "import Supervisor;"
+        + ("supervisor.death_signal_prefix = lambda: ();" if way == "preexec_fn" else "") +
         f"s = Supervisor(Path({str(tmp_path)!r}));"
         "c = s.spawn('sleeper', [sys.executable, '-c', 'import time; time.sleep(60)']);"
         "print(c.pid, flush=True); time.sleep(60)")
