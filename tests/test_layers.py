@@ -47,7 +47,7 @@ LOCAL_IMPORTS_ALLOWED: dict[tuple[str, str], str] = {
                                               "database (an application never does)",
     ("grid_tasks.gram.errors", "grid_tasks.rsl"): "node daemons never load the RSL parser",
     ("grid_tasks.cli.worker", "grid_tasks.db"): "node daemons never load SQLAlchemy",
-    ("grid_tasks.embedded.stack", "grid_tasks.db"): "an install without the database extras",
+    ("grid_tasks.embedded.database", "grid_tasks.db"): "an install without the database extras",
     ("grid_tasks.duroc.store", "grid_tasks.node.registry"): "a job's runtime stays light",
     ("grid_tasks.duroc.resp", "grid_tasks.security.config"): "ssl only for rediss:// URLs",
     ("grid_tasks.cli.simulate", "grid_tasks.sim"): "the plots need matplotlib (optional)",
