@@ -181,3 +181,10 @@ def test_up_warns_of_a_database_password_on_its_command_line(tmp_path):
     quiet = _up(tmp_path, "--topology", str(tmp_path / "none.toml"),
                 env={"GRID_TASKS_DATABASE_URL": url})
     assert "holds a password" not in quiet.output and quiet.exit_code == 1, quiet.output
+
+
+def test_the_announced_database_url_hides_its_password():
+    from grid_tasks.cli.stack import _masked
+
+    assert _masked("postgresql+psycopg://grid:s3cret@db:5432/g?sslmode=require") == \
+        "postgresql+psycopg://grid:***@db:5432/g?sslmode=require"
