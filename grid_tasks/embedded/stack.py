@@ -22,6 +22,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -143,20 +144,7 @@ class EmbeddedStack:
             if self.options.slurm:
                 say("starting a Slurm cluster if Slurm is installed")
                 self._start_slurm()
-            say("starting redis-server")
-            # killed with us even by SIGKILL, like the workers (when the starting thread
-            # lives as long as the stack: the signal follows the thread)
-            self.redis.die_with_parent = threading.current_thread() is threading.main_thread()
-            self.redis.start()
-            self.settings = self._settings()
-            write_env_file(self.state_dir / ENV_FILE, self.settings)
-            if self.options.announce:
-                announce(self.state_dir)
-            # Once, and before any daemon: run beside N starting daemons it got 1/N of
-            # the CPU and took longer with every node (issue 25: 52 of 90 s at 128 nodes),
-            # past the gatekeepers' 30 s of retrying a node's first SQL record.
-            say("preparing the database")
-            prepare_database(self.settings, self.topology)
+            self.settings = self._start_redis_and_database(say)
             say("starting scheduler and node daemons")
             self._spawn_workers()
             say("starting beats")
@@ -173,6 +161,29 @@ class EmbeddedStack:
         except BaseException:
             self.stop()
             raise
+
+    def _start_redis_and_database(self, say: Progress) -> Settings:
+        """Start Redis and prepare the database beside it (neither needs the other).
+
+        The database is prepared once, before any daemon starts: run beside N starting
+        daemons it got 1/N of the CPU and took longer with every node (issue 25: 52 of
+        90 s at 128 nodes), past the gatekeepers' 30 s of retrying a node's first record.
+        """
+        with ThreadPoolExecutor(1, thread_name_prefix="prepare-database") as pool:
+            prepared = pool.submit(prepare_database, Settings(
+                database_url=self._database_url(), state_dir=self.state_dir), self.topology)
+            say("starting redis-server")
+            # killed with us even by SIGKILL, like the workers (when the starting thread
+            # lives as long as the stack: the signal follows the thread)
+            self.redis.die_with_parent = threading.current_thread() is threading.main_thread()
+            self.redis.start()
+            settings = self._settings()
+            write_env_file(self.state_dir / ENV_FILE, settings)
+            if self.options.announce:
+                announce(self.state_dir)
+            say("preparing the database")
+            prepared.result()
+        return settings
 
     def stop(self) -> None:
         """Stop every process started (workers first, Redis last).
@@ -228,13 +239,15 @@ class EmbeddedStack:
         return Settings(
             broker_url=self.redis.url(1), result_backend=self.redis.url(2),
             redis_url=self.redis.url(3),
-            database_url=self.options.database_url
-            or f"sqlite:///{self.state_dir / 'grid_tasks.db'}",
+            database_url=self._database_url(),
             state_dir=self.state_dir, topology_file=self.topology_file.resolve(),
             heartbeat_interval=interval, heartbeat_ttl=default_ttl(interval),
             signing=self.signing_for(Role.USER), gridmap_file=self.options.gridmap_file,
             single_user=self.options.gridmap_file is None,
         )
+
+    def _database_url(self) -> str:
+        return self.options.database_url or f"sqlite:///{self.state_dir / 'grid_tasks.db'}"
 
     def signing_for(self, role: Role) -> SigningSettings:
         """How a process of ``role`` signs (off when the operator turned signing off)."""

@@ -70,7 +70,8 @@ def test_a_stack_on_postgresql_migrates_once_and_keeps_the_password_out_of_argv(
     url, password = private_postgres
     state = tmp_path / "s"
     stack = EmbeddedStack(StackOptions(topology_file=topology(tmp_path), state_dir=state,
-                                       database_url=url, announce=False, loglevel="WARNING"))
+                                       database_url=url, announce=False, loglevel="WARNING",
+                                       start_timeout=90))
     with stack:
         assert stack.settings is not None and stack.settings.database_url == url
         env_file = state / "stack.env"
