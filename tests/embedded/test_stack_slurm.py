@@ -80,7 +80,7 @@ def test_up_slurm_runs_a_cluster_whose_rm_takes_jobs_and_stops_with_the_grid(tmp
     state = tmp_path / "s"
     stack = EmbeddedStack(StackOptions(topology_file=small, state_dir=state, slurm=True,
                                        slurm_required=True, announce=False,
-                                       loglevel="WARNING"))
+                                       loglevel="WARNING", start_timeout=90))
     with stack:
         assert set(stack.topology.rms) == {"rmA", SLURM_RM}
         assert stack.slurm_note == RUNNING_NOTE
