@@ -14,7 +14,10 @@ do that): the RM row's creation time, read along, tells such a database apart.
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
+from array import array
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from itertools import chain
 from typing import Any
 
 from sqlalchemy import bindparam, select
@@ -22,6 +25,7 @@ from sqlalchemy import bindparam, select
 from grid_tasks.db.models import Job as JobRow
 from grid_tasks.db.models import ResourceManager
 from grid_tasks.maui import Job
+from grid_tasks.maui.queue_cache import QueueCache
 from grid_tasks.scheduling.job_rows import IDLE_COLUMNS, IDLE_MAUI_STATES, ORDER, core_job
 from grid_tasks.states import JobState
 
@@ -32,53 +36,119 @@ CHUNK = 500
 _QUEUE = select(JobRow.id, JobRow.version).where(
     JobRow.rm == bindparam("rm"), JobRow.state == JobState.PENDING,
     JobRow.maui_state.in_(IDLE_MAUI_STATES)).order_by(*ORDER)
+_QUEUE_BY_ID = _QUEUE.order_by(None).order_by(JobRow.id)
 _ROWS = select(*IDLE_COLUMNS).where(JobRow.id.in_(bindparam("ids", expanding=True)))
 
-_known: dict[tuple[str, str], tuple[Any, dict[int, tuple[int, Job]]]] = {}
+@dataclass
+class QueueImage:
+    """What this process keeps of one RM's idle queue between iterations: the
+    ``(id, version)`` rows last read (flat, in queue order, and in id order), the core
+    jobs built from
+    them in that order, and the core's derived facts about them
+    (:class:`~grid_tasks.maui.queue_cache.QueueCache`)."""
+
+    created: Any = None
+    rows: array = field(default_factory=lambda: array("q"))
+    by_id: array = field(default_factory=lambda: array("q"))  # the same rows in id order
+    jobs: list[Job] = field(default_factory=list)
+    cache: QueueCache = field(default_factory=QueueCache)
+
+
+_images: dict[tuple[str, str], QueueImage] = {}
 _lock = threading.Lock()
 
 
 @dataclass(frozen=True)
 class QueueSnapshot:
     """The ``(id, version)`` rows of one RM's idle queue, in queue order, as read at
-    one moment (:func:`read_queue`), and the incarnation of the database they are from."""
+    one moment (:func:`read_queue`: flat, id then version), and the incarnation of the
+    database they are from."""
 
     key: tuple[str, str]
     created: Any
-    rows: list[tuple[int, int]]
+    rows: array
+
+    def pairs(self) -> Iterator[tuple[int, int]]:
+        """``(id, version)`` in queue order."""
+        flat = self.rows
+        return zip(flat[0::2], flat[1::2])
 
 
 def read_queue(session: Any, rm: str) -> QueueSnapshot:
-    """Read ``rm``'s idle queue, ids and versions only (cheap even when long)."""
+    """Read ``rm``'s idle queue, ids and versions only (cheap even when long: the
+    driver's tuples, no result rows built).  First in id order, which the index gives
+    without a sort: when that is the set of rows the kept image was built from, the
+    queue's order is the image's (the order is a function of the rows, and every
+    change of a row bumps its version), and the ordered read is saved."""
     # (the iteration has the RM's row in the session already: no query then)
     row = session.get(ResourceManager, rm)
     created = None if row is None else row.created_at
-    rows = [(int(i), int(v)) for i, v in session.connection().execute(_QUEUE, {"rm": rm})]
-    return QueueSnapshot((str(session.get_bind().url), rm), created, rows)
+    key = (str(session.get_bind().url), rm)
+    by_id = _flat(session, _QUEUE_BY_ID, rm)
+    image = _image(key, created)
+    if image is not None and image.by_id == by_id:
+        return QueueSnapshot(key, created, image.rows)
+    return QueueSnapshot(key, created, _flat(session, _QUEUE, rm))
+
+
+def _flat(session: Any, stmt: Any, rm: str) -> array:
+    """``(id, version)`` rows of ``stmt`` as one flat array (id, version, id, ...)."""
+    result = session.connection().execute(stmt, {"rm": rm})
+    try:
+        return array("q", chain.from_iterable(result.cursor.fetchall()))
+    finally:
+        result.close()
+
+
+def _image(key: tuple[str, str], created: Any) -> QueueImage | None:
+    with _lock:
+        image = _images.get(key)
+    return image if image is not None and image.created == created else None
+
+
+def image_of(queue: QueueSnapshot) -> QueueImage | None:
+    """The image kept for the RM and database of ``queue`` (None: none yet, or one of
+    an earlier database under the same URL)."""
+    return _image(queue.key, queue.created)
 
 
 def idle_core_jobs(session: Any, rm: str, queue: QueueSnapshot | None = None) -> list[Job]:
     """The core jobs of ``rm``'s idle queue (as ``queue`` read it, else read now) in
     queue order (priority, submission, id); those unchanged since an earlier call (same
-    id and version) are not read again."""
+    id and version) are not read again, and an unchanged queue is the same list."""
     queue = read_queue(session, rm) if queue is None else queue
-    with _lock:
-        incarnation, known = _known.get(queue.key, (None, {}))
-    if incarnation != queue.created:
-        known = {}
-    stale = [job_id for job_id, version in queue.rows
+    image = image_of(queue)
+    if image is not None and image.rows == queue.rows:
+        return image.jobs  # nothing changed: the very same list
+    known: dict[int, tuple[int, Job]] = {}
+    if image is not None:
+        old = image.rows
+        known = dict(zip(old[0::2], zip(old[1::2], image.jobs)))
+    stale = [job_id for job_id, version in queue.pairs()
              if known.get(job_id, (None,))[0] != version]
     fresh: dict[int, Job] = {}
     for start in range(0, len(stale), CHUNK):
         for row in session.connection().execute(_ROWS, {"ids": stale[start:start + CHUNK]}):
             fresh[row.id] = core_job(row)
-    kept: dict[int, tuple[int, Job]] = {}
-    for job_id, version in queue.rows:
-        if job_id in fresh:
-            kept[job_id] = (version, fresh[job_id])
-        elif job_id in known and known[job_id][0] == version:
-            kept[job_id] = known[job_id]
-        # else: gone between the two reads (started, cancelled): not idle any more
+    rows, jobs = array("q"), []
+    for job_id, version in queue.pairs():
+        job = fresh.get(job_id)
+        if job is None:
+            hit = known.get(job_id)
+            if hit is None or hit[0] != version:
+                continue  # gone between the two reads (started, cancelled): not idle any more
+            job = hit[1]
+        rows.extend((job_id, version))
+        jobs.append(job)
+    cache = image.cache if image is not None else QueueCache()
+    by_id = array("q", chain.from_iterable(sorted(zip(rows[0::2], rows[1::2]))))
     with _lock:
-        _known[queue.key] = (queue.created, kept)  # jobs no longer idle are forgotten
-    return [job for _, job in kept.values()]
+        _images[queue.key] = QueueImage(queue.created, rows, by_id, jobs, cache)
+    return jobs
+
+
+def queue_cache(queue: QueueSnapshot) -> QueueCache:
+    """The core's cache of derived facts for the RM of ``queue`` (after
+    :func:`idle_core_jobs` for it)."""
+    image = image_of(queue)
+    return image.cache if image is not None else QueueCache()
