@@ -10,11 +10,14 @@ number of iterations.  What "can never start" means is the scheduler's business
 
 from __future__ import annotations
 
+from operator import attrgetter
 from typing import Callable
 
 from grid_tasks.maui.model import Job
 from grid_tasks.maui.queue_cache import QueueCache
 from grid_tasks.maui.ranking import Ranking
+
+_HOLDS, _DEPENDS = attrgetter("holds"), attrgetter("depends_on")
 
 
 class IdleQueue:
@@ -67,9 +70,9 @@ class IdleQueue:
                 ready[job.id] = job
             elif job.priority:
                 parked.add(job.id)
-        plain = None
-        if not any(j.holds or j.depends_on for j in ready.values()):
-            plain = list(ready.values())  # every ready job is feasible, whatever completes
+        plain = list(ready.values())  # if every ready job is feasible, whatever completes
+        if any(map(_HOLDS, plain)) or any(map(_DEPENDS, plain)):
+            plain = None
         self._plain = plain
         cache.loaded = (jobs, dict(queued), dict(ready), set(parked), plain)
 

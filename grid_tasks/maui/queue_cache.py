@@ -75,12 +75,13 @@ class QueueCache:
         return seq
 
     def prune(self, jobs: list[Job]) -> None:
-        """Forget jobs no longer queued (once per changed queue, not per iteration)."""
+        """Forget jobs no longer queued, once they are a quarter of what is kept."""
         if jobs is self.jobs:
             return
-        ids = {j.id for j in jobs}
-        if len(self.verdicts) > len(ids):
-            self.verdicts = {k: v for k, v in self.verdicts.items() if k in ids}
-        if len(self.memo) > len(ids):
-            self.memo = {k: v for k, v in self.memo.items() if k in ids}
         self.jobs = jobs
+        slack = len(jobs) + len(jobs) // 4 + 100  # (not a pass over the queue per change)
+        if len(self.verdicts) <= slack and len(self.memo) <= slack:
+            return
+        ids = {j.id for j in jobs}
+        self.verdicts = {k: v for k, v in self.verdicts.items() if k in ids}
+        self.memo = {k: v for k, v in self.memo.items() if k in ids}

@@ -186,10 +186,18 @@ class Ranking:
 
     def _columns(self, jobs: Sequence[Job], now: float) -> "_Columns":
         """The columns of ``jobs`` that do not change while they wait (kept in the
-        shared cache for the same jobs in the same order)."""
+        shared cache: for the same jobs in the same order they are reused, for another
+        list the kept jobs' values are carried over and only new jobs are weighed)."""
         cache = self.cache
-        if cache is not None and cache.columns is not None and cache.columns.jobs == jobs:
-            return cache.columns  # (list ==: the same objects, or equal ones)
+        old = cache.columns if cache is not None else None
+        if old is not None and old.jobs == jobs:
+            return old  # (list ==: the same objects, or equal ones)
+        cols = self._build(jobs, now) if old is None else self._carry(old, jobs, now)
+        if cache is not None:
+            cache.columns = cols
+        return cols
+
+    def _build(self, jobs: Sequence[Job], now: float) -> "_Columns":
         n = len(jobs)
         self._fill(jobs, now)
         memo = self.memo
@@ -201,8 +209,34 @@ class Ranking:
         for k, (_, _, is_fixed) in enumerate(self.terms):
             if is_fixed:
                 cols.fixed[k] = np.fromiter((f[k] for f in fixed), float, n)
-        if cache is not None:
-            cache.columns = cols
+        return cols
+
+    def _carry(self, old: "_Columns", jobs: Sequence[Job], now: float) -> "_Columns":
+        """Columns of ``jobs`` from ``old`` (matched by job object) and the new jobs'."""
+        pos = dict(zip(map(id, old.jobs), range(len(old.jobs))))
+        src = np.fromiter(map(pos.get, map(id, jobs), repeat(-1)), np.int64, len(jobs))
+        new_at = np.flatnonzero(src < 0)
+        fresh = self._build([jobs[i] for i in new_at.tolist()], now)
+        take = np.where(src < 0, 0, src)
+
+        def merge(kept: np.ndarray, added: np.ndarray) -> np.ndarray:
+            out = kept[take] if len(kept) else np.zeros(len(jobs))
+            out[new_at] = added
+            return out
+
+        cols = _Columns(list(jobs), {k: merge(v, fresh.fixed[k]) for k, v in old.fixed.items()},
+                        merge(old.priority, fresh.priority), merge(old.submit, fresh.submit),
+                        merge(old.wall, fresh.wall), merge(old.procs, fresh.procs))
+        for sub, (reps, index, first) in old.names.items():
+            reps, first = list(reps), dict(first)
+            attr = _CREDENTIAL_ATTRS[sub[2:]]
+            for job in fresh.jobs:
+                if getattr(job, attr) not in first:
+                    first[getattr(job, attr)] = len(reps)
+                    reps.append(job)
+            added = np.fromiter((first[getattr(j, attr)] for j in fresh.jobs), np.int64,
+                                len(fresh.jobs))
+            cols.names[sub] = (reps, merge(index, added).astype(np.int64), first)
         return cols
 
     def _fill(self, jobs: Sequence[Job], now: float) -> None:
@@ -245,8 +279,8 @@ class Ranking:
                         first[getattr(job, attr)] = len(reps)
                         reps.append(job)
                 index = np.fromiter((first[getattr(j, attr)] for j in jobs), np.int64, n)
-                names = cols.names[sub] = (reps, index)
-            reps, index = names
+                names = cols.names[sub] = (reps, index, first)
+            reps, index, _ = names
             value = np.fromiter((fn(job, now, self.config, self.fs) for job in reps), float,
                                 len(reps))
             return value[index]
@@ -265,4 +299,6 @@ class _Columns:
     wall: np.ndarray
     procs: np.ndarray
     walls: tuple[float, ...] | None = None  # the distinct walltimes (see walltimes_of)
-    names: dict[str, tuple[list[Job], np.ndarray]] = field(default_factory=dict)
+    #: per fairshare subcomponent: (one job per credential name, each job's name's
+    #: position there, name -> position)
+    names: dict[str, tuple[list[Job], np.ndarray, dict[object, int]]] = field(default_factory=dict)

@@ -211,7 +211,7 @@ class Scheduler(QueriesMixin):
         ranked = self.queue.feasible(self._feasible)
         # a queue loaded whole (submit_many) is ranked in submission order: ties by position
         order = self.ranking.rank(ranked, self.seq, now, self.queue.parked_priority,
-                                  by_position=ranked is self.queue.loaded_ready)
+                                  ranked is self.queue.loaded_ready)  # by_position
         if self.lean is not None and self.lean.takes(order):
             self.lean.run(order, now, res)
         else:

@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import threading
 from array import array
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from itertools import chain
 from typing import Any
 
+import numpy as np
 from sqlalchemy import bindparam, select
 
 from grid_tasks.db.models import Job as JobRow
@@ -68,11 +68,6 @@ class QueueSnapshot:
     created: Any
     rows: array
 
-    def pairs(self) -> Iterator[tuple[int, int]]:
-        """``(id, version)`` in queue order."""
-        flat = self.rows
-        return zip(flat[0::2], flat[1::2])
-
 
 def read_queue(session: Any, rm: str) -> QueueSnapshot:
     """Read ``rm``'s idle queue, ids and versions only (cheap even when long: the
@@ -120,31 +115,58 @@ def idle_core_jobs(session: Any, rm: str, queue: QueueSnapshot | None = None) ->
     image = image_of(queue)
     if image is not None and image.rows == queue.rows:
         return image.jobs  # nothing changed: the very same list
-    known: dict[int, tuple[int, Job]] = {}
-    if image is not None:
-        old = image.rows
-        known = dict(zip(old[0::2], zip(old[1::2], image.jobs)))
-    stale = [job_id for job_id, version in queue.pairs()
-             if known.get(job_id, (None,))[0] != version]
+    pairs = _pairs(queue.rows)
+    src = _kept_at(image, pairs)  # per row: its job's position in the image, or -1
+    ids = pairs[:, 0].tolist()
+    new_at = np.flatnonzero(src < 0).tolist()
     fresh: dict[int, Job] = {}
+    stale = [ids[k] for k in new_at]
     for start in range(0, len(stale), CHUNK):
         for row in session.connection().execute(_ROWS, {"ids": stale[start:start + CHUNK]}):
             fresh[row.id] = core_job(row)
-    rows, jobs = array("q"), []
-    for job_id, version in queue.pairs():
-        job = fresh.get(job_id)
-        if job is None:
-            hit = known.get(job_id)
-            if hit is None or hit[0] != version:
-                continue  # gone between the two reads (started, cancelled): not idle any more
-            job = hit[1]
-        rows.extend((job_id, version))
-        jobs.append(job)
+    old_jobs = image.jobs if image is not None else []
+    jobs: list[Any] = list(map(old_jobs.__getitem__, np.maximum(src, 0).tolist())) \
+        if old_jobs else [None] * len(ids)
+    gone = []
+    for k in new_at:
+        jobs[k] = fresh.get(ids[k])
+        if jobs[k] is None:  # gone between the two reads (started, cancelled): not idle
+            gone.append(k)
+    if gone:
+        keep = np.ones(len(ids), dtype=bool)
+        keep[gone] = False
+        pairs, jobs = pairs[keep], [j for j in jobs if j is not None]
+    by_id = pairs[np.argsort(pairs[:, 0], kind="stable")]
     cache = image.cache if image is not None else QueueCache()
-    by_id = array("q", chain.from_iterable(sorted(zip(rows[0::2], rows[1::2]))))
     with _lock:
-        _images[queue.key] = QueueImage(queue.created, rows, by_id, jobs, cache)
+        _images[queue.key] = QueueImage(queue.created, _flat_of(pairs), _flat_of(by_id), jobs,
+                                        cache)
     return jobs
+
+
+def _pairs(flat: array) -> np.ndarray:
+    """A flat ``(id, version, ...)`` array as an n x 2 int64 array."""
+    return np.frombuffer(flat, dtype=np.int64).reshape(-1, 2) if len(flat) else \
+        np.zeros((0, 2), dtype=np.int64)
+
+
+def _flat_of(pairs: np.ndarray) -> array:
+    out = array("q")
+    out.frombytes(np.ascontiguousarray(pairs, dtype=np.int64).tobytes())
+    return out
+
+
+def _kept_at(image: QueueImage | None, pairs: np.ndarray) -> np.ndarray:
+    """For each ``(id, version)`` row, where the image holds that job at that version
+    (its position in ``image.jobs``), else -1."""
+    if image is None or not image.jobs or not len(pairs):
+        return np.full(len(pairs), -1, dtype=np.int64)
+    old = _pairs(image.rows)
+    sorter = np.argsort(old[:, 0], kind="stable")
+    sorted_ids = old[sorter, 0]
+    at = np.minimum(np.searchsorted(sorted_ids, pairs[:, 0]), len(sorted_ids) - 1)
+    hit = (sorted_ids[at] == pairs[:, 0]) & (old[sorter[at], 1] == pairs[:, 1])
+    return np.where(hit, sorter[at], -1)
 
 
 def queue_cache(queue: QueueSnapshot) -> QueueCache:
