@@ -43,12 +43,14 @@ def scale_queue(depths: tuple[int, ...] = DEPTHS, backends: tuple[str, ...] = ("
                 seconds: float = 6.0, out: Callable[[str], None] = print) -> list[dict[str, Any]]:
     """Measure every depth on every backend (each in a child process); print the table
     with ratios to the first depth; return the figures (one dict per run)."""
-    runs = []
+    runs: list[dict[str, Any]] = []
+    out("deep queue on one RM (rmA); iteration CPU s (wall s); ratios to the first depth")
+    out(f"{'db':<11}{'depth':>8}  {'first':>15}  {'warm (changed)':>15}  {'unchanged':>15}"
+        f"  {'KB/job':>7}  {'rmB jobs/s alone -> with deep rmA':>34}")
     for backend in backends:
-        for depth in depths:
-            out(f"  {backend}: {depth:,} idle jobs ...")
+        for depth in depths:  # each line as soon as it is measured (a run takes minutes)
             runs.append(_child(backend, depth, seconds))
-    _report(runs, out)
+            _line(runs[-1], next(r for r in runs if r["backend"] == backend), out)
     return runs
 
 
@@ -61,22 +63,18 @@ def _child(backend: str, depth: int, seconds: float) -> dict[str, Any]:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def _report(runs: list[dict[str, Any]], out: Callable[[str], None]) -> None:
-    out("deep queue on one RM (rmA); iteration CPU s (wall s); ratios to the first depth")
-    out(f"{'db':<11}{'depth':>8}  {'first':>15}  {'warm (changed)':>15}  {'unchanged':>15}"
-        f"  {'KB/job':>7}  {'rmB jobs/s alone -> with deep rmA':>34}")
-    base: dict[str, dict[str, Any]] = {}
-    for r in runs:
-        b = base.setdefault(r["backend"], r)
-        cells = [f"{r[k]['cpu']:.3f} ({r[k]['wall']:.2f})" for k in ("first", "warm", "unchanged")]
-        thr = r["throughput"]
-        out(f"{r['backend']:<11}{r['depth']:>8,}  {cells[0]:>15}  {cells[1]:>15}  {cells[2]:>15}"
-            f"  {r['kb_per_job']:>7.2f}  {thr['alone']:>12.1f} -> {thr['with_deep']:>6.1f}"
-            f" ({thr['with_deep'] / thr['alone']:.2f}x)")
-        if r is not b:
-            ratios = ", ".join(f"{k} x{r[k]['cpu'] / b[k]['cpu']:.2f}"
-                               for k in ("first", "warm", "unchanged"))
-            out(f"{'':<11}{'':>8}  CPU vs {b['depth']:,}: {ratios} (depth x{r['depth'] / b['depth']:.0f})")
+def _line(r: dict[str, Any], b: dict[str, Any], out: Callable[[str], None]) -> None:
+    """One run's figures, and its ratios to ``b`` (the backend's first depth)."""
+    cells = [f"{r[k]['cpu']:.3f} ({r[k]['wall']:.2f})" for k in ("first", "warm", "unchanged")]
+    thr = r["throughput"]
+    out(f"{r['backend']:<11}{r['depth']:>8,}  {cells[0]:>15}  {cells[1]:>15}  {cells[2]:>15}"
+        f"  {r['kb_per_job']:>7.2f}  {thr['alone']:>12.1f} -> {thr['with_deep']:>6.1f}"
+        f" ({thr['with_deep'] / thr['alone']:.2f}x)")
+    if r is not b:
+        ratios = ", ".join(f"{k} x{r[k]['cpu'] / b[k]['cpu']:.2f}"
+                           for k in ("first", "warm", "unchanged"))
+        out(f"{'':<11}{'':>8}  CPU vs {b['depth']:,}: {ratios}, KB/job "
+            f"x{r['kb_per_job'] / max(b['kb_per_job'], 1e-9):.2f} (depth x{r['depth'] / b['depth']:.0f})")
 
 
 # --- the child: one backend, one depth ------------------------------------------------
@@ -120,7 +118,7 @@ def main() -> None:
                         help="length of each throughput measurement")
     args = parser.parse_args()
     scale_queue(tuple(int(d) for d in args.depths.split(",")), tuple(args.backends.split(",")),
-                args.seconds)
+                args.seconds, out=lambda line: print(line, flush=True))
 
 
 if __name__ == "__main__":
