@@ -10,10 +10,14 @@ number of iterations.  What "can never start" means is the scheduler's business
 
 from __future__ import annotations
 
+from operator import attrgetter
 from typing import Callable
 
 from grid_tasks.maui.model import Job
+from grid_tasks.maui.queue_cache import QueueCache
 from grid_tasks.maui.ranking import Ranking
+
+_HOLDS, _DEPENDS = attrgetter("holds"), attrgetter("depends_on")
 
 
 class IdleQueue:
@@ -25,6 +29,7 @@ class IdleQueue:
         self._may_ever_start = may_ever_start
         self._ranking = ranking
         self._parked_priority: set[str] = set()  # parked jobs with a system priority
+        self._plain: list[Job] | None = None  # the ready jobs, all feasible (see load)
 
     @property
     def parked(self) -> int:
@@ -37,11 +42,56 @@ class IdleQueue:
         return bool(self._parked_priority)
 
     def add(self, job: Job) -> None:
+        self._plain = None
         self.jobs[job.id] = job
         self._classify(job)
 
+    def load(self, jobs: list[Job], cache: QueueCache) -> None:
+        """Add many jobs at once to an empty queue, classifying each only when the
+        ``cache`` has no verdict for that very job object (it is updated); the same
+        list as the last one loaded with it takes the queue it left, copied."""
+        if self.jobs:
+            raise ValueError("load() fills an empty queue")
+        kept = cache.loaded
+        if kept is not None and kept[0] is jobs:
+            _, queued, ready, parked, plain = kept
+            self.jobs, self.ready = dict(queued), dict(ready)
+            self._parked_priority = set(parked)
+            self._plain = plain
+            return
+        verdicts, may = cache.verdicts, self._may_ever_start
+        queued, ready, parked = self.jobs, self.ready, self._parked_priority
+        for job in jobs:
+            queued[job.id] = job
+            hit = verdicts.get(job.id)
+            if hit is None or hit[0] is not job:
+                hit = verdicts[job.id] = (job, may(job))
+            if hit[1]:
+                ready[job.id] = job
+            elif job.priority:
+                parked.add(job.id)
+        plain = list(ready.values())  # if every ready job is feasible, whatever completes
+        if any(map(_HOLDS, plain)) or any(map(_DEPENDS, plain)):
+            plain = None
+        self._plain = plain
+        cache.loaded = (jobs, dict(queued), dict(ready), set(parked), plain)
+
+    @property
+    def loaded_ready(self) -> list[Job] | None:
+        """The ready jobs as :meth:`load` listed them, while the queue is as loaded."""
+        return self._plain
+
+    def feasible(self, feasible: Callable[[Job], bool]) -> list[Job]:
+        """The ready jobs ``feasible`` passes, in queue order (the list kept by
+        :meth:`load` while the queue is as loaded: it holds no job with holds or
+        dependencies, so each passes)."""
+        if self._plain is not None:
+            return self._plain
+        return [j for j in self.ready.values() if feasible(j)]
+
     def drop(self, job_id: str) -> Job | None:
         """The job left the queue (started or cancelled); None if it was not idle."""
+        self._plain = None
         self.ready.pop(job_id, None)
         self._ranking.forget(job_id)
         self._parked_priority.discard(job_id)
@@ -49,6 +99,7 @@ class IdleQueue:
 
     def reclassify(self) -> None:
         """The nodes changed: what can ever fit may have changed too."""
+        self._plain = None
         self.ready.clear()
         self._parked_priority.clear()
         for job in self.jobs.values():

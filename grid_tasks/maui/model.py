@@ -109,6 +109,9 @@ class Node:
         return self.state in USABLE_STATES
 
 
+_NONE: frozenset[str] = frozenset()
+
+
 @dataclass
 class Job:
     """A job as Maui sees it: tasks of identical shape, a walltime and credentials."""
@@ -141,8 +144,9 @@ class Job:
             raise SchedulerError(f"job {self.id}: walltime must be positive, got {self.walltime!r}")
         if self.tasks_per_node is not None and self.tasks_per_node < 1:
             raise SchedulerError(f"job {self.id}: tasks_per_node must be >= 1")
-        self.features = frozenset(self.features)
-        self.holds = frozenset(self.holds)
+        # the empty sets shared: an empty frozenset is 216 bytes, most jobs have two
+        self.features = frozenset(self.features) or _NONE
+        self.holds = frozenset(self.holds) or _NONE
         self.depends_on = tuple(str(d) for d in self.depends_on)
 
     @property

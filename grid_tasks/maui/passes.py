@@ -9,7 +9,9 @@ full passes).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 from grid_tasks.maui.model import Job
 
@@ -35,6 +37,7 @@ class PassStop:
             pl.start > now for pl in sched.job_res.values())
         self.full, self.seen = False, -1  # nothing_free as of ``seen`` starts
         self.fits_at = -1  # a job at or after this position might fit (as of ``seen``)
+        self.shape: Any = None  # (processors, walltime) columns of order, when ranked so
 
     def __call__(self, p: "Pass", started: int, i: int) -> bool:
         if not self.possible or p.held < self.depth:
@@ -55,6 +58,11 @@ class PassStop:
         eng = sched.engine
         now = self.now
         curve = eng.capacity(now, self.offsets)
+        if not eng.holds:  # no hold lends processors: one test per distinct walltime
+            if self.shape is None:
+                self.shape = sched.ranking.shape_of(self.order) or (False, False)
+            if self.shape[0] is not False:
+                return _first_at_most(self.shape, i, curve)
         order = self.order
         for k in range(i, len(order)):
             job = order[k]
@@ -64,6 +72,19 @@ class PassStop:
             if job.procs <= curve.free_for(job.walltime) + bonus:
                 return k
         return -1
+
+
+def _first_at_most(shape: tuple[np.ndarray, np.ndarray], i: int, curve: Any) -> int:
+    """The first position from ``i`` whose processors fit what stays free for its
+    walltime (the scalar test of :meth:`PassStop._first_fitting`, column-wise); -1: none."""
+    procs, walls = shape[0][i:], shape[1][i:]
+    if not len(procs):
+        return -1
+    uniq, inverse = np.unique(walls, return_inverse=True)
+    free = np.array([curve.free_for(w) for w in uniq.tolist()], dtype=float)
+    fits = procs <= free[inverse]
+    k = int(np.argmax(fits))
+    return i + k if fits[k] else -1
 
 
 @dataclass

@@ -28,6 +28,10 @@ class QueriesMixin:
             return list(self.pool.queue)
         return sorted(self.idle.values(), key=lambda j: self.seq[j.id])
 
+    def idle_count(self: "Scheduler") -> int:
+        """How many jobs are idle (without listing them)."""
+        return len(self.pool.queue) if self.pool is not None else len(self.idle)
+
     def nothing_free(self: "Scheduler", now: float) -> bool:
         """Whether no job at all could start at ``now``: some node is usable and each
         processor of every usable node is taken by a running job.  Processors a

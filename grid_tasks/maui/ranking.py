@@ -13,8 +13,10 @@ every iteration.  Two things make that cheap without changing a single score:
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from itertools import repeat
-from typing import Iterable, Sequence
+from operator import attrgetter, itemgetter
+from typing import Any, Iterable, Sequence
 
 import numpy as np
 
@@ -23,6 +25,8 @@ from grid_tasks.maui.model import Job
 from grid_tasks.maui.priority import (
     _CREDENTIAL_ATTRS, FIXED, RAW, Fairshare, RawFn, Terms, weighted_terms,
 )
+
+_ID = attrgetter("id")
 
 #: From this many jobs on, the queue is scored with numpy (fewer: per job, in Python).
 VECTOR_FROM = 48
@@ -47,24 +51,56 @@ class Ranking:
         self.terms = _compile(weighted_terms(config))
         #: job id -> (the job, per component its weighted value if fixed, else None)
         self.memo: dict[str, tuple[Job, tuple[float | None, ...]]] = {}
+        self.cache: Any = None  # a QueueCache shared between schedulers (see share)
+        self.last: tuple[list[Job], np.ndarray, Any] | None = None  # see shape_of
+
+    def shape_of(self, ranked: list[Job]) -> tuple[np.ndarray, np.ndarray] | None:
+        """(processors, walltime) columns of ``ranked`` in its order, when it is the
+        list the last vector ranking returned with shared columns; else None."""
+        last = self.last
+        if last is None or last[0] is not ranked or last[2] is None:
+            return None
+        _, order, cols = last
+        return cols.procs[order], cols.wall[order]
 
     def forget(self, job_id: str) -> None:
         """The job left the queue."""
         self.memo.pop(job_id, None)
 
     def rank(self, jobs: list[Job], seq: dict[str, int], now: float,
-             others_prioritized: bool = False) -> list[Job]:
+             others_prioritized: bool = False, by_position: bool = False) -> list[Job]:
         """:func:`~grid_tasks.maui.priority.prioritize` of ``jobs``.  ``others_prioritized``: queued jobs left out
-        of ``jobs`` carry a system priority (so the order is by score, as with them)."""
+        of ``jobs`` carry a system priority (so the order is by score, as with them).
+        ``by_position``: ``jobs`` are in submission (``seq``) order, so equal scores keep
+        their positions (the same order, without reading ``seq``)."""
         if self.config.fifo and not others_prioritized and not any(j.priority for j in jobs):
             return sorted(jobs, key=lambda j: (j.submit_time, seq[j.id]))
-        return self._by_score(jobs, seq, now)
+        return self._by_score(jobs, seq, now, by_position)
 
-    def _by_score(self, jobs: list[Job], seq: dict[str, int], now: float) -> list[Job]:
+    def walltimes_of(self, ranked: list[Job]) -> tuple[float, ...] | None:
+        """The distinct walltimes of ``ranked`` when it is the last vector ranking's
+        list (kept with its columns); else None."""
+        last = self.last
+        if last is None or last[0] is not ranked or last[2] is None:
+            return None
+        cols = last[2]
+        if cols.walls is None:
+            cols.walls = tuple(np.unique(cols.wall).tolist())
+        return cols.walls
+
+    def _by_score(self, jobs: list[Job], seq: dict[str, int], now: float,
+                  by_position: bool = False) -> list[Job]:
         if len(jobs) >= VECTOR_FROM:
             scores = self.vector_scores(jobs, now)
-            order = np.lexsort((np.fromiter((seq[j.id] for j in jobs), np.int64, len(jobs)), -scores))
-            return [jobs[i] for i in order.tolist()]
+            if by_position:  # a stable sort keeps equal scores in seq order
+                order = np.argsort(-scores, kind="stable")
+            else:
+                ids = map(_ID, jobs)
+                order = np.lexsort((np.fromiter(map(seq.__getitem__, ids), np.int64, len(jobs)),
+                                    -scores))
+            ranked = list(itemgetter(*order.tolist())(jobs))  # (at least VECTOR_FROM jobs)
+            self.last = (ranked, order, self.cache.columns if self.cache is not None else None)
+            return ranked
         scored = [(-s, seq[j.id], j) for s, j in zip(self.scores(jobs, now), jobs)]
         scored.sort(key=lambda x: (x[0], x[1]))
         return [j for _, _, j in scored]
@@ -127,22 +163,81 @@ class Ranking:
             out.append(total + job.priority)
         return out
 
+    def share(self, cache: Any) -> None:
+        """Keep the fixed components and the score columns in ``cache`` (a
+        :class:`~grid_tasks.maui.queue_cache.QueueCache` bound to this policy), so the
+        next scheduler ranking the same jobs derives none of them again."""
+        self.memo, self.cache = cache.memo, cache
+
     def vector_scores(self, jobs: Sequence[Job], now: float) -> np.ndarray:
         """Every job's :meth:`score`, column-wise, in the same order of operations."""
+        n = len(jobs)
+        cols = self._columns(jobs, now)
+        total = np.zeros(n)
+        for k, (cw, subs, is_fixed) in enumerate(self.terms):
+            if is_fixed:
+                total = total + cols.fixed[k]
+                continue
+            part = np.zeros(n)
+            for sub, fn, sw in subs:
+                part = part + sw * self._column(sub, fn, jobs, now, cols)
+            total = total + cw * part
+        return total + cols.priority
+
+    def _columns(self, jobs: Sequence[Job], now: float) -> "_Columns":
+        """The columns of ``jobs`` that do not change while they wait (kept in the
+        shared cache: for the same jobs in the same order they are reused, for another
+        list the kept jobs' values are carried over and only new jobs are weighed)."""
+        cache = self.cache
+        old = cache.columns if cache is not None else None
+        if old is not None and old.jobs == jobs:
+            return old  # (list ==: the same objects, or equal ones)
+        cols = self._build(jobs, now) if old is None else self._carry(old, jobs, now)
+        if cache is not None:
+            cache.columns = cols
+        return cols
+
+    def _build(self, jobs: Sequence[Job], now: float) -> "_Columns":
         n = len(jobs)
         self._fill(jobs, now)
         memo = self.memo
         fixed = [memo[j.id][1] for j in jobs]
-        total = np.zeros(n)
-        for k, (cw, subs, is_fixed) in enumerate(self.terms):
+        cols = _Columns(list(jobs), {}, np.fromiter((j.priority for j in jobs), float, n),
+                        np.fromiter((j.submit_time for j in jobs), float, n),
+                        np.fromiter((j.walltime for j in jobs), float, n),
+                        np.fromiter((j.procs for j in jobs), float, n))
+        for k, (_, _, is_fixed) in enumerate(self.terms):
             if is_fixed:
-                total = total + np.fromiter((f[k] for f in fixed), float, n)
-                continue
-            part = np.zeros(n)
-            for sub, fn, sw in subs:
-                part = part + sw * self._column(sub, fn, jobs, now)
-            total = total + cw * part
-        return total + np.fromiter((j.priority for j in jobs), float, n)
+                cols.fixed[k] = np.fromiter((f[k] for f in fixed), float, n)
+        return cols
+
+    def _carry(self, old: "_Columns", jobs: Sequence[Job], now: float) -> "_Columns":
+        """Columns of ``jobs`` from ``old`` (matched by job object) and the new jobs'."""
+        pos = dict(zip(map(id, old.jobs), range(len(old.jobs))))
+        src = np.fromiter(map(pos.get, map(id, jobs), repeat(-1)), np.int64, len(jobs))
+        new_at = np.flatnonzero(src < 0)
+        fresh = self._build([jobs[i] for i in new_at.tolist()], now)
+        take = np.where(src < 0, 0, src)
+
+        def merge(kept: np.ndarray, added: np.ndarray) -> np.ndarray:
+            out = kept[take] if len(kept) else np.zeros(len(jobs))
+            out[new_at] = added
+            return out
+
+        cols = _Columns(list(jobs), {k: merge(v, fresh.fixed[k]) for k, v in old.fixed.items()},
+                        merge(old.priority, fresh.priority), merge(old.submit, fresh.submit),
+                        merge(old.wall, fresh.wall), merge(old.procs, fresh.procs))
+        for sub, (reps, index, first) in old.names.items():
+            reps, first = list(reps), dict(first)
+            attr = _CREDENTIAL_ATTRS[sub[2:]]
+            for job in fresh.jobs:
+                if getattr(job, attr) not in first:
+                    first[getattr(job, attr)] = len(reps)
+                    reps.append(job)
+            added = np.fromiter((first[getattr(j, attr)] for j in fresh.jobs), np.int64,
+                                len(fresh.jobs))
+            cols.names[sub] = (reps, merge(index, added).astype(np.int64), first)
+        return cols
 
     def _fill(self, jobs: Sequence[Job], now: float) -> None:
         """Memo entries for the jobs that have none, column-wise (the first ranking of a
@@ -164,19 +259,46 @@ class Ranking:
         rows = zip(*cols) if cols else repeat((), n)
         memo.update(zip((j.id for j in new), zip(new, rows)))
 
-    def _column(self, sub: str, fn: RawFn, jobs: Sequence[Job], now: float) -> np.ndarray:
+    def _column(self, sub: str, fn: RawFn, jobs: Sequence[Job], now: float,
+                cols: "_Columns") -> np.ndarray:
         """One changing subcomponent for every job (fairshare once per credential name)."""
         n = len(jobs)
         if sub in ("QUEUETIME", "XFACTOR"):
-            queued = np.maximum(0.0, now - np.fromiter((j.submit_time for j in jobs), float, n))
+            queued = np.maximum(0.0, now - cols.submit)
             if sub == "QUEUETIME":
                 return queued / 60.0
-            wall = np.fromiter((j.walltime for j in jobs), float, n)
-            return (queued + wall) / wall
+            return (queued + cols.wall) / cols.wall
         if sub.startswith("FS"):
-            attr = _CREDENTIAL_ATTRS[sub[2:]]
-            names = [getattr(j, attr) for j in jobs]
-            first = {name: job for name, job in zip(names, jobs)}  # one job per name
-            value = {name: fn(job, now, self.config, self.fs) for name, job in first.items()}
-            return np.fromiter((value[name] for name in names), float, n)
+            names = cols.names.get(sub)
+            if names is None:
+                attr = _CREDENTIAL_ATTRS[sub[2:]]
+                first: dict[object, int] = {}
+                reps: list[Job] = []
+                for job in jobs:  # one job per name, the first that has it
+                    if getattr(job, attr) not in first:
+                        first[getattr(job, attr)] = len(reps)
+                        reps.append(job)
+                index = np.fromiter((first[getattr(j, attr)] for j in jobs), np.int64, n)
+                names = cols.names[sub] = (reps, index, first)
+            reps, index, _ = names
+            value = np.fromiter((fn(job, now, self.config, self.fs) for job in reps), float,
+                                len(reps))
+            return value[index]
         return np.fromiter((fn(j, now, self.config, self.fs) for j in jobs), float, n)
+
+
+@dataclass
+class _Columns:
+    """Per-job columns of one ranked list: fixed components by term index, system
+    priority, submission time, walltime, fairshare credential (representatives, index)."""
+
+    jobs: list[Job]
+    fixed: dict[int, np.ndarray]
+    priority: np.ndarray
+    submit: np.ndarray
+    wall: np.ndarray
+    procs: np.ndarray
+    walls: tuple[float, ...] | None = None  # the distinct walltimes (see walltimes_of)
+    #: per fairshare subcomponent: (one job per credential name, each job's name's
+    #: position there, name -> position)
+    names: dict[str, tuple[list[Job], np.ndarray, dict[object, int]]] = field(default_factory=dict)

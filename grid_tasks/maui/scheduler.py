@@ -17,6 +17,7 @@ does not model moves the state to the general engine, once and for all.
 from __future__ import annotations
 
 from math import inf
+from operator import attrgetter
 from typing import Iterable
 
 from grid_tasks.maui.config import SchedulerConfig
@@ -32,11 +33,14 @@ from grid_tasks.maui.pool import Pool
 from grid_tasks.maui.pool_compiled import conservative_pool
 from grid_tasks.maui.pool_conservative import ConservativePool
 from grid_tasks.maui.pool_site import SitePool
+from grid_tasks.maui.queue_cache import QueueCache
 from grid_tasks.maui.priority import Fairshare
 from grid_tasks.maui.queries import QueriesMixin
 from grid_tasks.maui.ranking import Ranking
 from grid_tasks.maui.throttle import HARD, SOFT, Throttle
 from grid_tasks.states import NodeState
+
+_ID, _WALLTIME = attrgetter("id"), attrgetter("walltime")
 
 
 class Scheduler(QueriesMixin):
@@ -88,6 +92,28 @@ class Scheduler(QueriesMixin):
                 return
             self._leave_pool(now)
         self.queue.add(job)
+
+    def submit_many(self, jobs: list[Job], now: float, cache: QueueCache | None = None) -> None:
+        """:meth:`submit` of each job in turn, the same state; with ``cache`` (this RM's
+        :class:`~grid_tasks.maui.queue_cache.QueueCache`) what an earlier scheduler
+        derived from the very same job objects is reused rather than derived again
+        (``jobs`` is then never changed in place: a changed queue is a new list)."""
+        if cache is None or self.pool is not None or self.completed:
+            for job in jobs:
+                self.submit(job, now)
+            return
+        cache.bind(self.config, list(self.engine.nodes.values()))
+        cache.prune(jobs)
+        first = self._counter + 1
+        seq = cache.numbering(jobs, first)  # SchedulerError for a job listed twice
+        if any(job_id in seq for job_id in self.seq):
+            raise SchedulerError("a job is already known")
+        self._counter += len(jobs)
+        merged = dict(seq)  # (a copy of a kept dict: no per-job work)
+        merged.update(self.seq)
+        self.seq = merged
+        self.ranking.share(cache)
+        self.queue.load(jobs, cache)
 
     def _may_ever_start(self, job: Job) -> bool:
         """False for a job that can never start: it cannot fit the usable nodes, or a
@@ -182,12 +208,15 @@ class Scheduler(QueriesMixin):
         self._accrue(now)
         self.throttle.new_iteration()
         res.throttled += self.queue.parked  # never to start: not ranked, not considered
-        order = self.ranking.rank([j for j in self.queue.ready.values() if self._feasible(j)], self.seq,
-                                  now, self.queue.parked_priority)
+        ranked = self.queue.feasible(self._feasible)
+        # a queue loaded whole (submit_many) is ranked in submission order: ties by position
+        order = self.ranking.rank(ranked, self.seq, now, self.queue.parked_priority,
+                                  ranked is self.queue.loaded_ready)  # by_position
         if self.lean is not None and self.lean.takes(order):
             self.lean.run(order, now, res)
         else:
-            self._offsets = tuple({j.walltime for j in order})
+            walls = self.ranking.walltimes_of(order)
+            self._offsets = walls if walls is not None else tuple(set(map(_WALLTIME, order)))
             self._refresh_reservations(order, now, res)
             self._schedule(order, now, res)
         eng.iteration_over()
@@ -341,7 +370,8 @@ class Scheduler(QueriesMixin):
 
     def _refresh_reservations(self, order: list[Job], now: float, res: IterationResult) -> None:
         policy = self.queue_policy
-        for job_id in policy.dropped(self.job_res, {j.id for j in order}):
+        ranked = set(map(_ID, order)) if self.job_res else set()  # (none yet: a fresh core)
+        for job_id in policy.dropped(self.job_res, ranked):
             pl = self.job_res.pop(job_id)
             self.engine.remove(job_id)
             res.reservations_released.append(pl.reservation)  # type: ignore[arg-type]

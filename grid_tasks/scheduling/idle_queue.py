@@ -14,14 +14,18 @@ do that): the RM row's creation time, read along, tells such a database apart.
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
+from array import array
+from dataclasses import dataclass, field
+from itertools import chain
 from typing import Any
 
+import numpy as np
 from sqlalchemy import bindparam, select
 
 from grid_tasks.db.models import Job as JobRow
 from grid_tasks.db.models import ResourceManager
 from grid_tasks.maui import Job
+from grid_tasks.maui.queue_cache import QueueCache
 from grid_tasks.scheduling.job_rows import IDLE_COLUMNS, IDLE_MAUI_STATES, ORDER, core_job
 from grid_tasks.states import JobState
 
@@ -32,53 +36,141 @@ CHUNK = 500
 _QUEUE = select(JobRow.id, JobRow.version).where(
     JobRow.rm == bindparam("rm"), JobRow.state == JobState.PENDING,
     JobRow.maui_state.in_(IDLE_MAUI_STATES)).order_by(*ORDER)
+_QUEUE_BY_ID = _QUEUE.order_by(None).order_by(JobRow.id)
 _ROWS = select(*IDLE_COLUMNS).where(JobRow.id.in_(bindparam("ids", expanding=True)))
 
-_known: dict[tuple[str, str], tuple[Any, dict[int, tuple[int, Job]]]] = {}
+@dataclass
+class QueueImage:
+    """What this process keeps of one RM's idle queue between iterations: the
+    ``(id, version)`` rows last read (flat, in queue order, and in id order), the core
+    jobs built from
+    them in that order, and the core's derived facts about them
+    (:class:`~grid_tasks.maui.queue_cache.QueueCache`)."""
+
+    created: Any = None
+    rows: array = field(default_factory=lambda: array("q"))
+    by_id: array = field(default_factory=lambda: array("q"))  # the same rows in id order
+    jobs: list[Job] = field(default_factory=list)
+    cache: QueueCache = field(default_factory=QueueCache)
+
+
+_images: dict[tuple[str, str], QueueImage] = {}
 _lock = threading.Lock()
 
 
 @dataclass(frozen=True)
 class QueueSnapshot:
     """The ``(id, version)`` rows of one RM's idle queue, in queue order, as read at
-    one moment (:func:`read_queue`), and the incarnation of the database they are from."""
+    one moment (:func:`read_queue`: flat, id then version), and the incarnation of the
+    database they are from."""
 
     key: tuple[str, str]
     created: Any
-    rows: list[tuple[int, int]]
+    rows: array
 
 
 def read_queue(session: Any, rm: str) -> QueueSnapshot:
-    """Read ``rm``'s idle queue, ids and versions only (cheap even when long)."""
+    """Read ``rm``'s idle queue, ids and versions only (cheap even when long: the
+    driver's tuples, no result rows built).  First in id order, which the index gives
+    without a sort: when that is the set of rows the kept image was built from, the
+    queue's order is the image's (the order is a function of the rows, and every
+    change of a row bumps its version), and the ordered read is saved."""
     # (the iteration has the RM's row in the session already: no query then)
     row = session.get(ResourceManager, rm)
     created = None if row is None else row.created_at
-    rows = [(int(i), int(v)) for i, v in session.connection().execute(_QUEUE, {"rm": rm})]
-    return QueueSnapshot((str(session.get_bind().url), rm), created, rows)
+    key = (str(session.get_bind().url), rm)
+    by_id = _flat(session, _QUEUE_BY_ID, rm)
+    image = _image(key, created)
+    if image is not None and image.by_id == by_id:
+        return QueueSnapshot(key, created, image.rows)
+    return QueueSnapshot(key, created, _flat(session, _QUEUE, rm))
+
+
+def _flat(session: Any, stmt: Any, rm: str) -> array:
+    """``(id, version)`` rows of ``stmt`` as one flat array (id, version, id, ...)."""
+    result = session.connection().execute(stmt, {"rm": rm})
+    try:
+        return array("q", chain.from_iterable(result.cursor.fetchall()))
+    finally:
+        result.close()
+
+
+def _image(key: tuple[str, str], created: Any) -> QueueImage | None:
+    with _lock:
+        image = _images.get(key)
+    return image if image is not None and image.created == created else None
+
+
+def image_of(queue: QueueSnapshot) -> QueueImage | None:
+    """The image kept for the RM and database of ``queue`` (None: none yet, or one of
+    an earlier database under the same URL)."""
+    return _image(queue.key, queue.created)
 
 
 def idle_core_jobs(session: Any, rm: str, queue: QueueSnapshot | None = None) -> list[Job]:
     """The core jobs of ``rm``'s idle queue (as ``queue`` read it, else read now) in
     queue order (priority, submission, id); those unchanged since an earlier call (same
-    id and version) are not read again."""
+    id and version) are not read again, and an unchanged queue is the same list."""
     queue = read_queue(session, rm) if queue is None else queue
-    with _lock:
-        incarnation, known = _known.get(queue.key, (None, {}))
-    if incarnation != queue.created:
-        known = {}
-    stale = [job_id for job_id, version in queue.rows
-             if known.get(job_id, (None,))[0] != version]
+    image = image_of(queue)
+    if image is not None and image.rows == queue.rows:
+        return image.jobs  # nothing changed: the very same list
+    pairs = _pairs(queue.rows)
+    src = _kept_at(image, pairs)  # per row: its job's position in the image, or -1
+    ids = pairs[:, 0].tolist()
+    new_at = np.flatnonzero(src < 0).tolist()
     fresh: dict[int, Job] = {}
+    stale = [ids[k] for k in new_at]
     for start in range(0, len(stale), CHUNK):
         for row in session.connection().execute(_ROWS, {"ids": stale[start:start + CHUNK]}):
             fresh[row.id] = core_job(row)
-    kept: dict[int, tuple[int, Job]] = {}
-    for job_id, version in queue.rows:
-        if job_id in fresh:
-            kept[job_id] = (version, fresh[job_id])
-        elif job_id in known and known[job_id][0] == version:
-            kept[job_id] = known[job_id]
-        # else: gone between the two reads (started, cancelled): not idle any more
+    old_jobs = image.jobs if image is not None else []
+    jobs: list[Any] = list(map(old_jobs.__getitem__, np.maximum(src, 0).tolist())) \
+        if old_jobs else [None] * len(ids)
+    gone = []
+    for k in new_at:
+        jobs[k] = fresh.get(ids[k])
+        if jobs[k] is None:  # gone between the two reads (started, cancelled): not idle
+            gone.append(k)
+    if gone:
+        keep = np.ones(len(ids), dtype=bool)
+        keep[gone] = False
+        pairs, jobs = pairs[keep], [j for j in jobs if j is not None]
+    by_id = pairs[np.argsort(pairs[:, 0], kind="stable")]
+    cache = image.cache if image is not None else QueueCache()
     with _lock:
-        _known[queue.key] = (queue.created, kept)  # jobs no longer idle are forgotten
-    return [job for _, job in kept.values()]
+        _images[queue.key] = QueueImage(queue.created, _flat_of(pairs), _flat_of(by_id), jobs,
+                                        cache)
+    return jobs
+
+
+def _pairs(flat: array) -> np.ndarray:
+    """A flat ``(id, version, ...)`` array as an n x 2 int64 array."""
+    return np.frombuffer(flat, dtype=np.int64).reshape(-1, 2) if len(flat) else \
+        np.zeros((0, 2), dtype=np.int64)
+
+
+def _flat_of(pairs: np.ndarray) -> array:
+    out = array("q")
+    out.frombytes(np.ascontiguousarray(pairs, dtype=np.int64).tobytes())
+    return out
+
+
+def _kept_at(image: QueueImage | None, pairs: np.ndarray) -> np.ndarray:
+    """For each ``(id, version)`` row, where the image holds that job at that version
+    (its position in ``image.jobs``), else -1."""
+    if image is None or not image.jobs or not len(pairs):
+        return np.full(len(pairs), -1, dtype=np.int64)
+    old = _pairs(image.rows)
+    sorter = np.argsort(old[:, 0], kind="stable")
+    sorted_ids = old[sorter, 0]
+    at = np.minimum(np.searchsorted(sorted_ids, pairs[:, 0]), len(sorted_ids) - 1)
+    hit = (sorted_ids[at] == pairs[:, 0]) & (old[sorter[at], 1] == pairs[:, 1])
+    return np.where(hit, sorter[at], -1)
+
+
+def queue_cache(queue: QueueSnapshot) -> QueueCache:
+    """The core's cache of derived facts for the RM of ``queue`` (after
+    :func:`idle_core_jobs` for it)."""
+    image = image_of(queue)
+    return image.cache if image is not None else QueueCache()

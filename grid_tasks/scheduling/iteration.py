@@ -106,12 +106,12 @@ def run_iteration(app: Any, rm: str, *, sessions: Any, redis: Any, registry: Any
         # Jobs running (leases to watch) or waiting (e.g. for a silent node to come
         # back): look again soon rather than only at the next RMPOLLINTERVAL.
         # (a full machine's idle queue is not read: its running jobs make it busy)
-        report.busy = bool(report.started or sched.running_jobs() or sched.idle_jobs())
+        report.busy = bool(report.started or sched.running_jobs() or sched.idle_count())
         report.due_at = _due_at(session, rm, at, quick, bool(launches))
     _publish(app, redis, launches, sessions, report, deferral)
     outbox.flush(redis, app)
     _wake_when_due(app, redis, rm, report.due_at, now)
-    idle = len(sched.idle_jobs())
+    idle = sched.idle_count()
     log.info("iterate %s: %s, %d started, %d recovered in %.1f ms", rm,
              f"{idle} idle" if idle or not sched.nothing_free(now) else "full (idle queue unread)",
              len(report.started), len(report.recovered), (time.perf_counter() - began) * 1e3)

@@ -41,7 +41,7 @@ from grid_tasks.maui.cfgbridge import scheduler_config
 from grid_tasks.maui.model import USABLE_STATES
 from grid_tasks.maui.priority import Fairshare
 from grid_tasks.scheduling.fences import hold_in
-from grid_tasks.scheduling.idle_queue import idle_core_jobs, read_queue
+from grid_tasks.scheduling.idle_queue import idle_core_jobs, queue_cache, read_queue
 # re-exported: the loader's callers know them from here
 from grid_tasks.scheduling.job_rows import (  # noqa: F401
     COLUMNS as _COLUMNS, DEFAULT_WALLTIME, IDLE_COLUMNS as _IDLE_COLUMNS, IDLE_MAUI_STATES,
@@ -333,8 +333,8 @@ def load_scheduler(session: Session, rm: str, *, now: float, registry: Any = Non
             sched.update_node(name, now, state=state)
     if lazy:
         if not sched.nothing_free(now):
-            for job in idle_core_jobs(session, rm, queue):
-                sched.submit(job, now)
+            jobs = idle_core_jobs(session, rm, queue)
+            sched.submit_many(jobs, now, queue_cache(queue))
         return sched
     for row in rows:
         if row.state is JobState.PENDING and row.maui_state in IDLE_MAUI_STATES:

@@ -43,6 +43,8 @@ class Job(Base):
     __tablename__ = "jobs"
     __table_args__ = (
         Index("ix_jobs_rm_state", "rm", "state"),
+        # the idle queue and the few Starting jobs of a deep queue (migration 0003)
+        Index("ix_jobs_rm_state_maui", "rm", "state", "maui_state"),
         Index("ix_jobs_coallocation_id", "coallocation_id"),
         Index("ix_jobs_user_name", "user_name"),
     )
