@@ -55,6 +55,7 @@ from grid_tasks.gram.records import Outbox, finish, transition
 from grid_tasks.scheduling.slurm_jobs import CANCEL, SLURM, slurm_stopper_for
 from grid_tasks.scheduling.slurm_rm import SlurmRM
 from grid_tasks.services import Services
+from grid_tasks.slurm.errors import SlurmRefused
 from grid_tasks.slurm.parse import SlurmJob
 from grid_tasks.states import JobState
 
@@ -160,8 +161,13 @@ class Follower:
         last = self.cancelled.get(job_id)
         if last is not None and time.monotonic() - last < CANCEL_AGAIN_S:
             return
-        slurm_stopper_for(self.backend)(info)
         self.cancelled[job_id] = time.monotonic()
+        try:
+            slurm_stopper_for(self.backend)(info)
+        except SlurmRefused as exc:  # tried again later; the other jobs are followed on
+            log.warning("Slurm RM %s: recorded cancel of job %s refused by Slurm: %s",
+                        self.rm, job_id, exc)
+            return
         log.info("Slurm RM %s: job %s (Slurm %s) cancelled as recorded by %s", self.rm,
                  job_id, info.get("id"), (info.get(CANCEL) or {}).get("by"))
 
