@@ -185,8 +185,8 @@ def coreserved(grid: Any, broker: Any, site: Any, marks: Path, prog: Path, i: in
                lead: float) -> tuple[float, float, float]:
     """One co-reserved job on clusters a and b: (start skew, latest start after the
     common start, release skew), in seconds.  Its co-reservation is released once the
-    job ended (the broker's tokens otherwise stay claimed over the whole reserved
-    minute, and back-to-back runs would find each cluster's processors all claimed)."""
+    job ended (each RM frees it as the job ends, but asynchronously: the release makes
+    sure a back-to-back run does not find each cluster's processors still claimed)."""
     for name in CLUSTERS:
         wait_idle(site[name])
     files = {name: marks / f"cr-{i}-{name}" for name in CLUSTERS}

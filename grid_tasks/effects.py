@@ -34,6 +34,8 @@ WATCH = "grid_tasks.duroc.tasks.watch_subjob"
 RELEASE = "grid_tasks.duroc.tasks.release"
 FAILED = "grid_tasks.duroc.tasks.coalloc_failed"
 SETTLE = "grid_tasks.duroc.tasks.settle"
+#: An RM's grid reservations that should go (the metascheduler protocol's prune).
+PRUNE = "grid_tasks.scheduling.rm_tasks.prune"
 
 #: kombu's retry policy for a node's publish: about 25 s of a broker restarting.
 PUBLISH_RETRY: dict[str, float] = {"max_retries": 12, "interval_start": 0.1,
@@ -106,6 +108,13 @@ def send_iteration(app: Any, rm: str, *, why: str, **options: Any) -> None:
     (``countdown``, ``eta``)."""
     app.send_task(ITERATE, kwargs={"rm": rm}, ignore_result=True,
                   **readable("iterate", rm=rm, why=why), **options)
+
+
+def send_prune(app: Any, rm: str, *, why: str) -> None:
+    """Have ``rm``'s scheduler prune its grid reservations now (a Slurm RM's job bound
+    to one ended: its reservation and tokens go at once, not at beat's next prune)."""
+    app.send_task(PRUNE, kwargs={"rm": rm}, ignore_result=True,
+                  **readable("prune", rm=rm, why=why))
 
 
 # -- what a committed change announces ------------------------------------------------------

@@ -18,6 +18,7 @@ from typing import Any
 
 from celery.exceptions import TimeoutError as CeleryTimeout
 
+from grid_tasks import effects
 from grid_tasks.legion.collection import Requester
 # imported for Celery: a refused reserve is rebuilt as ReservationRefused in this process
 from grid_tasks.legion.refusals import ReservationRefused  # noqa: F401
@@ -31,7 +32,7 @@ RELEASE = "grid_tasks.scheduling.rm_tasks.release"
 MARK_ENACTED = "grid_tasks.scheduling.rm_tasks.mark_enacted"
 RESTORE_TOKENS = "grid_tasks.scheduling.rm_tasks.restore_tokens"
 CAPACITIES = "grid_tasks.scheduling.rm_tasks.capacities"
-PRUNE = "grid_tasks.scheduling.rm_tasks.prune"
+PRUNE = effects.PRUNE  # also sent by a Slurm RM's follower, through the effects module
 
 #: Seconds a batch of RM calls may take before the missing answers count as timed out.
 DEFAULT_TIMEOUT_S = 10.0

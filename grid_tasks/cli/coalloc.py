@@ -50,6 +50,8 @@ def _show(status: Any, as_json: bool) -> None:
                       "-" if s.gram_job is None else str(s.gram_job), s.state.value,
                       s.reason or "")
     wide_console().print(table)
+    for note in getattr(status, "notes", ()):
+        click.echo(note)
 
 
 @click.group(epilog=EPILOG)

@@ -10,6 +10,7 @@ Redis access and its own key, never the database.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from grid_tasks.duroc.door import (
@@ -100,10 +101,13 @@ class CoallocClient:
         return self.subjob_states(job_id)
 
     def job_cancel(self, job: int | str) -> CoallocStatus:
-        """Ask to cancel the whole job at any stage; CoallocFinishedError once ended."""
+        """Ask to cancel the whole job at any stage; CoallocFinishedError once ended.
+        The snapshot's ``notes`` name subjob cancels still under way (a Slurm RM whose
+        gatekeeper is unreachable: recorded, and retried until it answers)."""
         job_id = parse_job_ref(job)
-        self._ask(CANCEL, {"job": job_id}, shadow=f"coalloc-cancel coalloc-{job_id}")
-        return self.subjob_states(job_id)
+        reply = self._ask(CANCEL, {"job": job_id}, shadow=f"coalloc-cancel coalloc-{job_id}")
+        return replace(self.subjob_states(job_id),
+                       notes=tuple(str(n) for n in reply.get("notes") or ()))
 
     def subjob_states(self, job: int | str) -> CoallocStatus:
         """The job's snapshot, as the scheduler tells its owner (a pure read: the job's

@@ -55,8 +55,8 @@ from grid_tasks.duroc.store_models import BarrierState, SubjobSpec
 from grid_tasks.effects import (
     failed_signature, release_signature, send_deadline, watch_signature,
 )
-from grid_tasks.errors import GridTasksError, NotFoundError
-from grid_tasks.gram.door import CANCEL as GRAM_CANCEL, ask
+from grid_tasks.errors import NotFoundError
+from grid_tasks.gram.door import ask
 from grid_tasks.gram.errors import JobFinishedError
 from grid_tasks.gram.records import Outbox
 from grid_tasks.gram.submission import cancel_job, store_submission
@@ -64,17 +64,17 @@ from grid_tasks.rsl import lower
 from grid_tasks.runtime.env import runtime_environment
 from grid_tasks.scheduling.runner import iterate_here
 from grid_tasks.queues import gatekeeper_queue
+from grid_tasks.scheduling.slurm_cancel import request_cancel
 from grid_tasks.scheduling.slurm_jobs import (slurm_rm_names, slurm_side, slurm_stopper,
                                               store_on_slurm)
 from grid_tasks.services import Services
+from grid_tasks.slurm.errors import SlurmError
 from grid_tasks.states import JobState, SubjobStartType
 
 log = logging.getLogger(__name__)
 #: The deadline task hops at most this share of the broker's visibility timeout at a
 #: time: a Redis broker hands an unacknowledged ETA message out again after it.
 DEADLINE_HOP = 0.8
-#: How long a settle waits for a Slurm RM's gatekeeper to take a subjob's cancel (s).
-GATEKEEPER_CANCEL_S = 10.0
 
 
 class Coallocator(HeaderSteps, StructureChanges, DoorService, Settling):
@@ -266,25 +266,33 @@ class Coallocator(HeaderSteps, StructureChanges, DoorService, Settling):
             self._cancel_gram(gram_id)
 
     # -- release and cancel (the owner's actions: each ends in a settle) -------------------
-    def _cancel_gram(self, gram_id: int) -> None:
+    def _cancel_gram(self, gram_id: int) -> str | None:
         """Cancel a subjob's GRAM job: a native one here (its record, its cancel flag for
-        the nodes, which its job managers watch); a Slurm one at its RM's gatekeeper,
-        unless this process is that gatekeeper (a header's submission cancelling its
-        own subjob): then here, with ``scancel`` as its account."""
+        the nodes, which its job managers watch).  A Slurm one is ``scancel``ed where
+        Slurm's commands are: here when this process is its RM's gatekeeper (a header's
+        submission cancelling its own subjob), else by its RM's follower, the one
+        writer of the job, from a cancel recorded in SQL
+        (:mod:`~grid_tasks.scheduling.slurm_cancel`): nobody waits on a gatekeeper, and
+        one that is down applies it once back.  What the caller is told of a cancel
+        still under way (None: done, or nothing left to cancel)."""
         slurm = self._on_slurm(gram_id)
         if slurm is not None and not self._serves(slurm[0]):
-            self._cancel_at_gatekeeper(gram_id, *slurm)
-            return
+            return self._cancel_by_follower(gram_id, *slurm)
         side = slurm_side(self.services.settings, slurm[0]) if slurm is not None else None
         for attempt in range(8):
             try:
                 cancel_job(self.services, gram_id,
                            stop=slurm_stopper(side) if side is not None else None)
-                return
+                return None
             except (JobFinishedError, NotFoundError):
-                return
+                return None
+            except SlurmError as exc:  # Slurm did not take it now: its follower retries
+                log.warning("subjob job %s: scancel failed here (%s); left to the follower",
+                            gram_id, exc)
+                return self._cancel_by_follower(gram_id, *slurm)  # type: ignore[misc]
             except ConcurrentUpdateError:
                 time.sleep(0.02 * (attempt + 1))
+        return None
 
     def _serves(self, rm: str) -> bool:
         """Whether this process is a worker consuming ``rm``'s gatekeeper queue."""
@@ -301,27 +309,33 @@ class Coallocator(HeaderSteps, StructureChanges, DoorService, Settling):
                 return None
             return str(row.rm), row.owner
 
-    def _cancel_at_gatekeeper(self, gram_id: int, rm: str, owner: str | None) -> None:
-        """Only the Slurm RM's gatekeeper host is sure to have Slurm's commands: its
-        cancel task (a native GRAM cancel's door) records the cancel and ``scancel``s the
-        job as its account, for the job's owner this scheduler vouches for."""
-        try:
-            ask(self.services.app, GRAM_CANCEL, rm, {"job": gram_id, "submitter": owner},
-                shadow=f"duroc-cancel gram-{gram_id} on {rm}", timeout=GATEKEEPER_CANCEL_S)
-        except (JobFinishedError, NotFoundError):
-            pass  # ended meanwhile: its follower records the end
-        except GridTasksError as exc:
-            log.error("subjob job %s on Slurm RM %s not cancelled (%s): it runs on until "
-                      "it ends or is cancelled again", gram_id, rm, exc)
+    def _cancel_by_follower(self, gram_id: int, rm: str, owner: str | None) -> str | None:
+        """Record the cancel of a Slurm subjob for its RM's follower (the scheduler
+        cancels for the job's ``owner``, whom it checked); the note for the caller."""
+        asked = request_cancel(self.services, gram_id, owner)
+        if asked is None:
+            return None  # ended meanwhile: its follower records the end
+        if not asked.followed:
+            log.warning("%s", asked.note)
+        return asked.note
 
     def cancel_here(self, job: int | str) -> int:
         """Cancel the whole job at any stage; its id.  CoallocFinishedError once ended."""
+        return self.cancel_noting(job)[0]
+
+    def cancel_noting(self, job: int | str) -> tuple[int, list[str]]:
+        """:meth:`cancel_here`, and what the owner is told of subjob cancels still
+        under way (a Slurm RM whose gatekeeper is unreachable: retried until it answers)."""
         job_id = self._existing(job, changing=True)
         plan = self.settle_plan(job_id, cancel=CANCELLED_REASON)
-        # (the barrier watch may have settled the abort this settle made, first)
-        if not plan.failed and (plan.status is None or plan.status.reason != CANCELLED_REASON):
+        if plan.failed:
+            return job_id, list(plan.notes)
+        # the barrier watch may have settled the abort this settle made, first: its
+        # cancels may still be under way, so make them here too (each is idempotent)
+        if plan.status is None or plan.status.reason != CANCELLED_REASON:
             raise CoallocFinishedError(f"coallocated job {job_id} has ended already")
-        return job_id
+        linked = _retrying(lambda: self._linked(job_id))
+        return job_id, [note for gram_id in linked if (note := self._cancel_gram(gram_id))]
 
     def release_here(self, job: int | str, wait_for_subjobs: bool = True,
                      timeout: float | None = None) -> int:

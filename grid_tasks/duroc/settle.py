@@ -39,6 +39,7 @@ from grid_tasks.duroc.store_errors import (
 from grid_tasks.duroc.store_models import BarrierState, JobSnapshot
 from grid_tasks.duroc.waiting import announce
 from grid_tasks.gram.records import Outbox, finish
+from grid_tasks.scheduling.slurm_jobs import SLURM
 from grid_tasks.services import Services
 from grid_tasks.states import JobState, MauiJobState, SubjobStartType
 
@@ -70,6 +71,8 @@ class Plan:
     released: bool = False  # the release was recorded by this settle
     #: the GRAM records' announcements (subjobs ended with the job), sent after the commit
     outbox: Outbox = field(default_factory=Outbox)
+    #: subjob cancels still under way after the commit, as the owner is told of them
+    notes: list[str] = field(default_factory=list)
 
     @property
     def changed(self) -> bool:
@@ -208,7 +211,9 @@ class Settling:
     def _fail(self, row: Any, plan: Plan, reason: str, barrier: SqlBarrier | None) -> None:
         """FAIL the job; in the same transaction its subjobs' GRAM jobs not started yet
         end FAILED too (the scheduler can never start one after the job failed); the
-        running ones are cancelled after the commit."""
+        running ones are cancelled after the commit, as are those waiting in Slurm
+        (Slurm, not the scheduler, would start them: their follower records the end
+        once the cancel reached Slurm)."""
         if not mark(row, JobState.FAILED, barrier, reason):
             return
         plan.announce.append(JobState.FAILED.value)
@@ -217,6 +222,7 @@ class Settling:
         for sub in row.subjobs:
             gram = sub.gram_job
             if gram is not None and JobState(gram.state) is JobState.PENDING \
+                    and not isinstance((gram.request or {}).get(SLURM), dict) \
                     and gram.maui_state is not MauiJobState.STARTING:
                 finish(session, gram, JobState.FAILED,
                        f"cancelled: coallocated job {row.id} failed ({reason})", now,
@@ -247,7 +253,9 @@ class Settling:
             except JobNotFoundError:
                 pass
             for gram_id in retrying(lambda: self._linked(job_id)):
-                self._cancel_gram(gram_id)
+                note = self._cancel_gram(gram_id)
+                if note:
+                    plan.notes.append(note)
         for state in plan.announce:
             announce(self.store.client, job_id, state)
         try:

@@ -71,6 +71,8 @@ class CoallocStatus:
     barrier: str
     reason: str | None = None
     subjobs: tuple[SubjobStatus, ...] = field(default_factory=tuple)
+    #: what an action's answer adds (a cancel: subjob cancels still under way, and why)
+    notes: tuple[str, ...] = ()
 
     @property
     def terminal(self) -> bool:
@@ -83,13 +85,17 @@ class CoallocStatus:
         raise SubjobNotFoundError(f"no subjob labelled {label!r}", job=store_id(self.id))
 
     def to_dict(self) -> dict[str, Any]:
-        return {"id": self.id, "contact": self.contact, "state": self.state.value,
-                "barrier": self.barrier, "reason": self.reason,
-                "subjobs": [s.to_dict() for s in self.subjobs]}
+        out = {"id": self.id, "contact": self.contact, "state": self.state.value,
+               "barrier": self.barrier, "reason": self.reason,
+               "subjobs": [s.to_dict() for s in self.subjobs]}
+        if self.notes:
+            out["notes"] = list(self.notes)
+        return out
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "CoallocStatus":
         """The inverse of :meth:`to_dict` (the scheduler's answer)."""
         return cls(int(data["id"]), str(data["contact"]), JobState(data["state"]),
                    str(data["barrier"]), data.get("reason"),
-                   tuple(SubjobStatus.from_dict(s) for s in data.get("subjobs") or ()))
+                   tuple(SubjobStatus.from_dict(s) for s in data.get("subjobs") or ()),
+                   tuple(str(n) for n in data.get("notes") or ()))

@@ -163,9 +163,15 @@ def release_barrier(self: Any, *, job: int, submitter: str | None = None) -> dic
 
 @shared_task(name=CANCEL, bind=True, track_started=False)
 def cancel(self: Any, *, job: int, submitter: str | None = None) -> dict[str, Any]:
-    """The owner cancels the whole job; ``{"ok": {"job": id}}``."""
+    """The owner cancels the whole job; ``{"ok": {"job": id, "notes": [...]}}``, the
+    notes saying which subjob cancels are still under way (and why)."""
     co, who = scheduler_side(self.app), self.submitter(submitter)
-    return answer(lambda: {"job": co.cancel_here(co.owned(job, who)[0])})
+
+    def cancel_it() -> dict[str, Any]:
+        job_id, notes = co.cancel_noting(co.owned(job, who)[0])
+        return {"job": job_id, "notes": notes}
+
+    return answer(cancel_it)
 
 
 @shared_task(name=STATUS, bind=True, track_started=False)

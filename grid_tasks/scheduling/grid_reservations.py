@@ -73,6 +73,33 @@ def mirror_ids(row: Reservation) -> list[str]:
     return [f"{group}#{row.rm}/{node}" for node in sorted(row.nodes or ())]
 
 
+def claims_of(store: TokenStore, row: Reservation) -> list[str]:
+    """Ids of the confirmed broker tokens behind grid reservation ``row`` on its RM.
+
+    A co-reserved job that ends early (or a reservation that is over) would otherwise
+    keep them until their interval ends, and brokers would plan around processors that
+    are free.  ``row.token`` is a token id of the placement or the job key the confirmed
+    tokens are grouped under."""
+    if not row.token:
+        return []
+    first = store.get(row.token)
+    group = first.group if first is not None else row.token
+    mine = f"{row.rm}/"
+    return [t.id for t in store.tokens()
+            if t.confirmed and t.group == group and t.resource.startswith(mine)]
+
+
+def release_tokens_of(store: TokenStore, row: Reservation) -> None:
+    """Release what the token store holds for grid reservation ``row`` of a dropped
+    reservation (its mirror after a restore, its broker's confirmed tokens on its RM):
+    called by the one writer of the RM's grid reservations as it deletes ``row``.
+    Errors are only logged: stale claims block brokers, never overcommit a node."""
+    try:
+        store.release(mirror_ids(row) + claims_of(store, row))
+    except GridTasksError as exc:
+        log.warning("rm %s: tokens of %s not released: %s", row.rm, row.name, exc)
+
+
 def ensure_restored(store: TokenStore, session: Session, now: float) -> bool:
     """Restore the store from SQL if it lost its state; True when it is usable.
 
@@ -177,30 +204,10 @@ class GridGuard:
             unbind(session, row, reason, self.now)
         log.info("rm %s: grid reservation %s dropped: %s", self.rm, row.name, reason)
         if self.store is not None and not self.blind:
-            try:
-                self.store.release(mirror_ids(row) + self._claims_of(row))
-            except GridTasksError as exc:  # stale claims only block brokers, safely
-                log.warning("rm %s: tokens of %s not released: %s", self.rm, row.name, exc)
+            release_tokens_of(self.store, row)
         session.delete(row)
         if row in self.rows:
             self.rows.remove(row)
-
-    def _claims_of(self, row: Reservation) -> list[str]:
-        """Ids of the confirmed broker tokens behind ``row`` on this RM's nodes.
-
-        A co-reserved job that ends early (or a reservation that is over) would
-        otherwise keep them until their interval ends, and brokers would plan around
-        processors that are free.  ``row.token`` is a token id of the placement or the
-        job key the confirmed tokens are grouped under.
-        """
-        assert self.store is not None
-        if not row.token:
-            return []
-        first = self.store.get(row.token)
-        group = first.group if first is not None else row.token
-        mine = f"{self.rm}/"
-        return [t.id for t in self.store.tokens()
-                if t.confirmed and t.group == group and t.resource.startswith(mine)]
 
     def veto(self, session: Session, started: Iterable[Any]) -> set[str]:
         """Job ids (core ``Start.job_id``) of ``started`` that must not start now."""

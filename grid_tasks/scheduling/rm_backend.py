@@ -81,10 +81,12 @@ class RMBackend(ABC):
         store needs to check claims on this RM."""
 
     def prune(self, session: Session, now: float,
-              held: Callable[[Reservation], bool] | None = None) -> list[str]:
+              held: Callable[[Reservation], bool] | None = None,
+              forget: Forget | None = None) -> list[str]:
         """Finish what the RM could not do at once (e.g. delete a reservation its job
-        still ran in) and drop reservations whose token ``held`` says is gone; the names
-        dealt with.  A native RM's iteration prunes its own (nothing to do here)."""
+        still ran in) and drop reservations whose token ``held`` says is gone or whose
+        job ended, with ``forget(row)`` (their tokens) for each; the names dealt with.
+        A native RM's iteration prunes its own (nothing to do here)."""
         return []
 
     def mark_enacted(self, session: Session, parts: Iterable[tuple[str, str]]) -> int:

@@ -50,7 +50,8 @@ from grid_tasks.errors import GridTasksError
 from grid_tasks.gram.jmvars import mapped_account
 from grid_tasks.legion.refusals import ReservationRefused
 from grid_tasks.node.registry import NodeRegistry
-from grid_tasks.scheduling.grid_reservations import ensure_restored, mirror_ids, token_store
+from grid_tasks.scheduling.grid_reservations import (ensure_restored, mirror_ids,
+                                                     release_tokens_of, token_store)
 from grid_tasks.scheduling.rm_backend import RMBackend
 from grid_tasks.scheduling.rm_kinds import backend_for, topology_of
 from grid_tasks.services import Services, services_for
@@ -152,7 +153,9 @@ def capacities(self: Any, *, rm: str) -> dict[str, int]:
 @shared_task(name=PRUNE, bind=True, ignore_result=True, **HOUSEKEEPING)
 def prune(self: Any, *, rm: str) -> list[str]:
     """Delete the reservations ``rm`` could not delete at once (a Slurm reservation whose
-    job still ran, slurmctld down) and those nothing holds any more."""
+    job still ran, slurmctld down), those nothing holds any more and those whose job
+    ended, releasing their tokens (beat runs it; a Slurm RM's follower sends it as soon
+    as a job bound to a grid reservation ends)."""
     services, backend = _backend(self.app, rm)
     store = token_store(services.redis)
     known: list[set[str] | None] = []
@@ -170,7 +173,8 @@ def prune(self: Any, *, rm: str) -> list[str]:
         return known[0] is None or row.token in known[0]
 
     with session_scope(services.sessions) as session:
-        return backend.prune(session, services.clock.time(), held)
+        return backend.prune(session, services.clock.time(), held,
+                             forget=lambda row: release_tokens_of(store, row))
 
 
 def _slurm_prune_schedule(sender: Any = None, **_: Any) -> None:

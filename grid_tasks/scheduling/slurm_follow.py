@@ -20,6 +20,16 @@ kept in Redis, so a follower taking over copies no line twice.
 
 A pass Slurm does not answer (slurmctld down) changes nothing: the jobs are followed
 again when it returns (Slurm keeps its jobs across a controller restart).
+
+Two more duties come with being the one writer of these jobs:
+
+* a cancel recorded in SQL by a caller without Slurm's commands
+  (:mod:`grid_tasks.scheduling.slurm_cancel`) is applied here: every pass ``scancel``s
+  such a job (as its account, at most every :data:`CANCEL_AGAIN_S`) until Slurm
+  reports it ended, and the end is recorded as the user's cancel;
+* a job bound to a grid reservation that ended has the RM's prune task sent at once
+  (:func:`grid_tasks.scheduling.rm_tasks.prune`): its Slurm reservation and the
+  broker's tokens for it go as soon as it ended, not when the reserved window does.
 """
 
 from __future__ import annotations
@@ -38,12 +48,14 @@ from sqlalchemy import select
 
 from grid_tasks.db import Reservation, ReservationKind, session_scope
 from grid_tasks.db.models import Job as JobRow
+from grid_tasks.effects import send_prune
 from grid_tasks.events import append_output, output_stream
 from grid_tasks.gram.keys import cancel_key
 from grid_tasks.gram.records import Outbox, finish, transition
-from grid_tasks.scheduling.slurm_jobs import SLURM
+from grid_tasks.scheduling.slurm_jobs import CANCEL, SLURM, slurm_stopper_for
 from grid_tasks.scheduling.slurm_rm import SlurmRM
 from grid_tasks.services import Services
+from grid_tasks.slurm.errors import SlurmRefused
 from grid_tasks.slurm.parse import SlurmJob
 from grid_tasks.states import JobState
 
@@ -56,6 +68,8 @@ MISSES_TO_LOSE, LOSE_AFTER_S = 10, 30.0
 #: Bytes of a stream file copied per pass at most (the rest in the next passes).
 CHUNK = 1 << 20
 OFFSETS_TTL_S = 7 * 24 * 3600
+#: Seconds between two ``scancel`` of a job whose recorded cancel Slurm has not ended yet.
+CANCEL_AGAIN_S = 5.0
 
 #: Slurm's end states that are failures, with the reason and the GRAM error recorded.
 FAILURES = {
@@ -110,6 +124,7 @@ class Follower:
     lose_after_s: float = LOSE_AFTER_S
     misses: dict[int, tuple[int, float]] = field(default_factory=dict)  # count, since
     offsets: dict[tuple[int, str], int] = field(default_factory=dict)
+    cancelled: dict[int, float] = field(default_factory=dict)  # job -> last scancel (monotonic)
 
     def once(self) -> int:
         """Follow every open job of the RM once; how many are still open.  Raises
@@ -122,16 +137,53 @@ class Follower:
             seen = known.get(str(info["id"]))
             if seen is not None and _ran(seen):
                 self._copy_output(job_id, info, seen.nodes, final=seen.finished)
+            if CANCEL in info and (seen is None or not seen.finished):
+                self._cancel(job_id, info)
         outbox = Outbox()
-        ended = 0
+        ended, bound = 0, False
         with session_scope(self.services.sessions) as session:
             for job_id, info in open_jobs.items():
                 row = session.get(JobRow, job_id)
-                if row is not None:
-                    ended += self._apply(session, row, known.get(str(info["id"])), outbox)
+                if row is not None and self._apply(session, row, known.get(str(info["id"])),
+                                                   outbox):
+                    ended += 1
+                    self.cancelled.pop(job_id, None)
+                    bound = bound or self._bound(session, job_id)
         outbox.rms.discard(self.rm)  # no Maui iteration schedules a Slurm RM
         outbox.flush(self.services.redis, self.services.app)
+        if bound:
+            self._prune_now()
         return len(open_jobs) - ended
+
+    def _cancel(self, job_id: int, info: dict[str, Any]) -> None:
+        """``scancel`` a job whose cancel was recorded (again after :data:`CANCEL_AGAIN_S`
+        while Slurm has not ended it); one Slurm ended meanwhile needs none."""
+        last = self.cancelled.get(job_id)
+        if last is not None and time.monotonic() - last < CANCEL_AGAIN_S:
+            return
+        self.cancelled[job_id] = time.monotonic()
+        try:
+            slurm_stopper_for(self.backend)(info)
+        except SlurmRefused as exc:  # tried again later; the other jobs are followed on
+            log.warning("Slurm RM %s: recorded cancel of job %s refused by Slurm: %s",
+                        self.rm, job_id, exc)
+            return
+        log.info("Slurm RM %s: job %s (Slurm %s) cancelled as recorded by %s", self.rm,
+                 job_id, info.get("id"), (info.get(CANCEL) or {}).get("by"))
+
+    def _bound(self, session: Any, job_id: int) -> bool:
+        """Whether ``job_id`` holds a grid reservation of this RM."""
+        return session.scalar(select(Reservation.id).where(
+            Reservation.rm == self.rm, Reservation.kind == ReservationKind.GRID,
+            Reservation.owner_job_id == job_id).limit(1)) is not None
+
+    def _prune_now(self) -> None:
+        """Have the RM's scheduler delete the grid reservations of jobs that ended, with
+        their tokens, now (beat's prune catches up if this cannot be sent)."""
+        try:
+            send_prune(self.services.app, self.rm, why="a job bound to a grid reservation ended")
+        except Exception as exc:  # noqa: BLE001 - beat prunes every PRUNE_EVERY_S anyway
+            log.warning("Slurm RM %s: prune not sent after a bound job ended: %s", self.rm, exc)
 
     def _open_jobs(self) -> dict[int, dict[str, Any]]:
         """The RM's jobs not ended yet, with their Slurm particulars."""
@@ -160,7 +212,8 @@ class Follower:
             transition(session, row, JobState.ACTIVE, "resumed by Slurm", now, outbox)
         if not job.finished:
             return 0
-        end = ending(job, bool(self.services.redis.exists(cancel_key(row.id))))
+        asked = CANCEL in ((row.request or {}).get(SLURM) or {})
+        end = ending(job, asked or bool(self.services.redis.exists(cancel_key(row.id))))
         codes = {"0": job.exit_code} if job.exit_code is not None else None
         at = _between(row.start_time or row.submit_time,
                       _when(job.end_time) if job.end_time else now, now)

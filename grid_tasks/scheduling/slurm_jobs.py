@@ -47,6 +47,10 @@ log = logging.getLogger(__name__)
 
 #: The key of a Slurm job's particulars in its row's stored request.
 SLURM = "slurm"
+#: The key, among them, of a cancel asked where Slurm's commands may not be (who asked,
+#: when): the RM's follower scancels the job until Slurm reports it ended
+#: (:mod:`grid_tasks.scheduling.slurm_cancel`).
+CANCEL = "cancel"
 #: How long a wake-up call for an RM's follower waits to be taken (seconds).
 WAKE_TTL_S = 60
 #: What scancel says of a job that has ended already.
@@ -94,6 +98,12 @@ def wake_key(rm: str) -> str:
     """A list the follower of ``rm`` blocks on between passes: a submission pushes to
     it, so the new job's start is seen at once rather than at the next pass."""
     return f"grid_tasks:slurm:{rm}:wake"
+
+
+def lease_key(rm: str) -> str:
+    """The lease of ``rm``'s one follower (held by the gatekeeper worker following its
+    jobs, renewed every pass): absent, no gatekeeper of the RM is alive to act."""
+    return f"grid_tasks:slurm:{rm}:follower"
 
 
 def submit_to_slurm(services: Services, side: SlurmSide, rsl: str,
@@ -225,12 +235,22 @@ def slurm_stopper(side: SlurmSide) -> Callable[[JobRow], None]:
     """How a cancel stops a Slurm RM's job: ``scancel`` as the job's account (Slurm then
     checks it is theirs).  A job Slurm has ended meanwhile needs no stopping: the
     follower records its end."""
+    stop_info = slurm_stopper_for(side.backend)
+
     def stop(row: JobRow) -> None:
         info = (row.request or {}).get(SLURM)
-        if not isinstance(info, dict):
-            return  # never reached Slurm
+        if isinstance(info, dict):  # else it never reached Slurm
+            stop_info(info)
+
+    return stop
+
+
+def slurm_stopper_for(backend: SlurmRM) -> Callable[[dict[str, Any]], None]:
+    """``scancel`` of the job a row's Slurm particulars ``info`` name, as its account;
+    quiet when Slurm has ended it already."""
+    def stop(info: dict[str, Any]) -> None:
         try:
-            side.backend.cancel(str(info["id"]), account=info.get("user"))
+            backend.cancel(str(info["id"]), account=info.get("user"))
         except SlurmRefused as exc:
             if not any(sign in str(exc).lower() for sign in _ENDED):
                 raise

@@ -164,15 +164,18 @@ class SlurmRM(RMBackend):
         self._drop(session, row)
         return True
 
-    def _drop(self, session: Session, row: Reservation) -> bool:
-        """Delete the Slurm reservation and then the row; when Slurm cannot yet (a job
-        runs in it, or slurmctld is down) mark the row for :meth:`prune`.  True if gone."""
+    def _drop(self, session: Session, row: Reservation, forget: Forget | None = None) -> bool:
+        """Delete the Slurm reservation and then the row (``forget(row)`` first: its
+        tokens go with it); when Slurm cannot yet (a job runs in it, or slurmctld is
+        down) mark the row for :meth:`prune`.  True if gone."""
         if not self._delete(slurm_of(row)["reservation"]):
             if not slurm_of(row).get("release_pending"):
                 row.resources = {**row.resources, "slurm": {**slurm_of(row),
                                                             "release_pending": True}}
                 session.flush()
             return False
+        if forget is not None:
+            forget(row)
         session.delete(row)
         session.flush()
         return True
@@ -202,15 +205,17 @@ class SlurmRM(RMBackend):
 
     # -- housekeeping -------------------------------------------------------------------------
     def prune(self, session: Session, now: float,
-              held: Callable[[Reservation], bool] | None = None) -> list[str]:
+              held: Callable[[Reservation], bool] | None = None,
+              forget: Forget | None = None) -> list[str]:
         """Delete what should not be held any more (see the module docstring); ``held``
         tells whether a row's token is still in the token store (None: not known, so
-        no row is pruned for its token)."""
+        no row is pruned for its token); ``forget(row)`` releases a deleted row's
+        tokens (a co-reserved job that ended early frees its slot for brokers at once)."""
         lock_rm(session, self.rm)  # a reserve in flight has its row before its Slurm one
         rows = list(session.scalars(select(Reservation).where(
             Reservation.rm == self.rm, Reservation.kind == ReservationKind.GRID)))
         done = [row.name for row in rows
-                if self._finished(session, row, now, held) and self._drop(session, row)]
+                if self._finished(session, row, now, held) and self._drop(session, row, forget)]
         try:
             listed = listed_names(self.client.run("scontrol", "-o", "show", "reservation",
                                                   what="reservations").stdout)

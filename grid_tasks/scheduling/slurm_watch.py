@@ -23,7 +23,7 @@ from celery.signals import worker_ready, worker_shutdown
 from grid_tasks.celery_app import gatekeeper_queue
 from grid_tasks.db.errors import ConcurrentUpdateError
 from grid_tasks.scheduling.slurm_follow import Follower
-from grid_tasks.scheduling.slurm_jobs import SlurmSide, slurm_sides, wake_key
+from grid_tasks.scheduling.slurm_jobs import SlurmSide, lease_key, slurm_sides, wake_key
 from grid_tasks.services import Services, services_for
 from grid_tasks.slurm.errors import SlurmUnavailable
 
@@ -58,10 +58,6 @@ _DROP = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end
 return 0
 """
-
-
-def lease_key(rm: str) -> str:
-    return f"grid_tasks:slurm:{rm}:follower"
 
 
 class SlurmWatch(threading.Thread):

@@ -8,7 +8,9 @@ the partition, ``project`` as the account, ``maxMemory`` per process, the direct
 the standard streams.  The environment is sbatch's own (``--export=ALL`` of an
 environment built here, never the gatekeeper's): the job sees the variables the job
 manager defines, the RSL's on top, and Slurm's, as a GRAM job does.  Nothing of it is on
-sbatch's argument list, which other accounts can read.
+sbatch's argument list, which other accounts can read.  A job is never requeued by
+Slurm (``--no-requeue``): a GRAM job runs once, and one killed by a node failure is the
+job's failure with that reason (NODE_FAIL), not a second run of its processes.
 
 A request Slurm cannot honour is refused here with the GRAM error its attribute has
 (``maxCpuTime``: Slurm has no per-job CPU limit to ask for), so nothing reaches Slurm
@@ -59,7 +61,7 @@ def batch_job(req: SubjobRequest, *, name: str, partition: str | None = None,
     defines (HOME, LOGNAME, GLOBUS_*), below the RSL's own ``environment``; ``srun`` the
     launcher's path on the compute nodes."""
     _refuse_untranslatable(req)
-    opts = [f"--job-name={name}", "--export=ALL", "--parsable"]
+    opts = [f"--job-name={name}", "--export=ALL", "--parsable", "--no-requeue"]
     if req.job_type == "single":
         opts += ["--ntasks=1", f"--cpus-per-task={req.count}"]
     else:

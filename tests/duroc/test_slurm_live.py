@@ -9,123 +9,24 @@ barrier, the strict failure and the cancel (``scancel``) hold across the two kin
 
 from __future__ import annotations
 
-import os
-import shutil
-import sys
-import tempfile
 import time
-from collections.abc import Iterator
-from contextlib import ExitStack
 from pathlib import Path
 
 import pytest
 
-from grid_tasks.embedded.redis_server import RedisServer
-from grid_tasks.embedded.slurm_cluster import SlurmSite
-from grid_tasks.settings import default_config_file
 from grid_tasks.states import JobState
 from tests.duroc.live import markers
-from tests.gram.conftest import LiveGrid, grid_settings
+from tests.duroc.mixed import (SLURM_RM, component, mixed_grid_of, program,
+                               start_gatekeeper, stop_gatekeeper)
 from tests.slurm_site import NEEDS_SLURM
 from tests.waiting import until
 
 pytestmark = NEEDS_SLURM
 
-ROOT = Path(__file__).resolve().parents[2]
-SLURM_RM = "slurm1"
-
-# Enters the barrier, then leaves a marker per rank; "leak" also looks for the runtime
-# URL's password on any process's command line (it must travel in the environment only).
-PROGRAM = """
-import os, sys, pathlib, time
-from grid_tasks import runtime
-out, mode = pathlib.Path(sys.argv[1]), sys.argv[2]
-if mode.startswith("pre"):
-    time.sleep(float(mode[3:]))
-secret = os.environ["GRID_TASKS_RUNTIME_URL"].split("@")[0].rsplit(":", 1)[-1].encode()
-leaks = []
-for cmdline in pathlib.Path("/proc").glob("[0-9]*/cmdline"):
-    try:
-        if secret in cmdline.read_bytes():
-            leaks.append(cmdline.parent.name)
-    except OSError:
-        pass
-runtime.barrier()
-label, rank = os.environ["GRID_TASKS_SUBJOB_LABEL"], runtime.intra_subjob_rank()
-(out / f"{label}-{rank}").write_text(",".join(leaks) or "clean")
-"""
-
-
-def mixed_topology(directory: Path, slurm_conf: Path, output_dir: Path) -> Path:
-    """rmA (native, one node) and a Slurm RM on ``slurm_conf``."""
-    policy = default_config_file("demo.cfg").resolve()
-    path = directory / "mixed.toml"
-    path.write_text(
-        f'[rm.rmA]\npolicy_file = "{policy}"\n\n[rm.rmA.node.node1]\nprocs = 2\n'
-        f'memory_mb = 2048\ndisk_mb = 10000\nswap_mb = 512\narch = "x86_64"\nos = "linux"\n\n'
-        f'[rm.{SLURM_RM}]\nkind = "slurm"\nslurm_conf = "{slurm_conf}"\npartition = "all"\n'
-        f'output_dir = "{output_dir}"\n')
-    return path
-
 
 @pytest.fixture(scope="module")
-def mixed_grid(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveGrid]:
-    from grid_tasks import db
-    from grid_tasks.client import Grid
-    from grid_tasks.embedded.stack import grid_tasks_command, prepare_database
-    from grid_tasks.embedded.supervisor import Supervisor, leftover
-    from grid_tasks.topology import load_topology
-
-    base = tmp_path_factory.mktemp("mixed")
-    with ExitStack() as stack:
-        site = stack.enter_context(SlurmSite(base / "site", {"m": 2}))
-        server = RedisServer(base / "redis")
-        server.start()
-        stack.callback(server.stop)
-        out = Path(tempfile.mkdtemp(prefix="grid-tasks-mixed-out-"))
-        stack.callback(shutil.rmtree, out, True)
-        settings = grid_settings(server, base / "state").replace(
-            topology_file=mixed_topology(base, site["m"].conf, out))
-        assert prepare_database(settings, load_topology(settings.topology_file))
-        env = {k: v for k, v in os.environ.items() if not k.startswith("GRID_TASKS_")}
-        env.update(settings.to_env())
-        env.update({"GRID_TASKS_LAUNCH_TIMEOUT": "5", "PYTHONUNBUFFERED": "1"})
-        supervisor = Supervisor(base / "logs")
-        grid = Grid(settings)
-        stack.callback(db.dispose_engines)
-        stack.callback(grid.close)
-        pids: list[int] = []
-        stack.callback(lambda: leftover(pids) == [] or pytest.fail("workers survived"))
-        stack.callback(supervisor.stop_all, timeout=10)
-        # the scheduler's host has no working Slurm commands: what reaches Slurm goes
-        # through the Slurm RM's gatekeeper (a stub run here leaves a line in the log)
-        no_slurm = no_slurm_commands(base / "no-slurm")
-        supervisor.spawn("scheduler", grid_tasks_command(
-            "worker", "--scheduler", "--no-check", "-l", "WARNING", "-c", "2"),
-            env={**env, "PATH": f"{no_slurm}:{env.get('PATH', '/usr/bin:/bin')}"})
-        for rm in ("rmA", SLURM_RM):
-            supervisor.spawn(f"gatekeeper-{rm}", grid_tasks_command(
-                "worker", "--rm", rm, "--no-check", "-l", "WARNING", "-c", "4"), env=env)
-        live = LiveGrid(settings, grid, {}, supervisor, env)
-        live.slurm_run_by_scheduler = no_slurm / "ran.log"  # type: ignore[attr-defined]
-        live.start_node("rmA", "node1")
-        pids.extend(supervisor.all_pids())
-        yield live
-        import gc
-
-        gc.collect()  # Celery result objects unsubscribe while the grid's Redis is up
-
-
-def no_slurm_commands(folder: Path) -> Path:
-    """A folder of stand-ins for Slurm's client commands that refuse and log each call
-    (first on a PATH, they shadow the real ones)."""
-    folder.mkdir()
-    for command in ("sbatch", "scancel", "squeue", "scontrol", "sinfo", "sacct"):
-        stub = folder / command
-        stub.write_text(f'#!/bin/sh\necho "{command} $*" >> "{folder}/ran.log"\n'
-                        f'echo "{command}: Slurm is not installed on this host" >&2\nexit 1\n')
-        stub.chmod(0o755)
-    return folder
+def mixed_grid(tmp_path_factory: pytest.TempPathFactory):
+    yield from mixed_grid_of(tmp_path_factory)
 
 
 @pytest.fixture
@@ -133,26 +34,6 @@ def out(tmp_path: Path) -> Path:
     d = tmp_path / "markers"
     d.mkdir()
     return d
-
-
-def component(rm: str, label: str, count: int, prog: Path, out: Path, mode: str = "plain",
-              executable: str | None = None, start: str | None = None) -> str:
-    """One subjob (``start``: its subjobStartType); the checkout's package first on the
-    path (a Slurm job's environment is the job manager's, not the gatekeeper's)."""
-    run = f'(executable="{executable}")' if executable else (
-        f'(executable="{sys.executable}")(arguments="{prog}" "{out}" "{mode}")')
-    if start:
-        run += f"(subjobStartType={start})"
-        if start == "no-barrier":
-            run += "(subjobCommsType=independent)"
-    return (f'(&(resourceManagerContact={rm})(label={label})(count={count}){run}'
-            f'(environment=(PYTHONPATH "{ROOT}")))')
-
-
-def program(tmp: Path) -> Path:
-    path = tmp / "mixed_program.py"
-    path.write_text(PROGRAM)
-    return path
 
 
 def test_native_and_slurm_subjobs_meet_at_one_barrier(mixed_grid, tmp_path, out):
@@ -253,3 +134,53 @@ def test_slurm_subjobs_added_and_deleted_before_release(mixed_grid, tmp_path, ou
     with pytest.raises(CoallocFinishedError, match="DONE"):
         job.delete("added")
     assert not mixed_grid.slurm_run_by_scheduler.exists()
+
+
+def _slurm_state(live, gram_id: int) -> str:
+    """Slurm's state of a GRAM job's Slurm job (squeue, as its cluster's admin)."""
+    from grid_tasks import db
+
+    with db.session_scope(live.grid.sessions) as session:
+        slurm_id = db.repository.get_job(session, gram_id).request["slurm"]["id"]
+    shown = live.slurm_cluster.run("squeue", "-h", "--states=all", "-j", str(slurm_id),
+                                   "-o", "%T")
+    return shown.stdout.strip()
+
+
+def test_a_cancel_while_the_slurm_gatekeeper_is_down_is_applied_when_it_is_back(
+        mixed_grid, tmp_path, out):
+    """The cancel is recorded and answered at once, saying the gatekeeper is unreachable;
+    the Slurm job runs on meanwhile (nobody else may scancel it), and the gatekeeper,
+    started again, scancels it and records the user's cancel."""
+    grid, prog = mixed_grid.grid, program(tmp_path)
+    rsl = "+" + component("rmA", "early", 1, prog, out) + \
+        component(SLURM_RM, "late", 1, prog, out, "pre60")  # not at the barrier for a minute
+    job = grid.job_request(rsl, barrier_timeout=90)
+    until(lambda: job.status().subjob("late").gram_job is not None and grid.status(
+        job.status().subjob("late").gram_job).state is JobState.ACTIVE, 30,
+          "the Slurm subjob running")
+    late = job.status().subjob("late").gram_job
+    stop_gatekeeper(mixed_grid)
+    try:
+        began = time.monotonic()
+        answered = job.cancel()
+        took = time.monotonic() - began
+        (note,) = answered.notes
+        assert f"GRAM job {late} on {SLURM_RM}" in note, note
+        assert "gatekeeper is unreachable, it will be retried" in note, note
+        assert took < 5, took  # answered, not left waiting on the gatekeeper
+        final = job.wait(timeout=30)
+        assert final.state is JobState.FAILED and "cancel" in final.reason, final
+        time.sleep(1.5)  # nobody else stops it: the Slurm job runs on, its row open
+        assert _slurm_state(mixed_grid, late) == "RUNNING"
+        assert grid.status(late).state is JobState.ACTIVE
+    finally:
+        start_gatekeeper(mixed_grid)
+    until(lambda: grid.status(late).state.terminal, 40, "the Slurm subjob ended")
+    ended = grid.status(late)
+    assert ended.state is JobState.FAILED and ended.reason == "cancelled by user", ended
+    assert ended.gram_error == "USER_CANCELLED"
+    assert _slurm_state(mixed_grid, late) == "CANCELLED"
+    assert markers(out) == []
+    assert not mixed_grid.slurm_run_by_scheduler.exists(), \
+        mixed_grid.slurm_run_by_scheduler.read_text()

@@ -129,3 +129,52 @@ def test_a_submission_wakes_the_follower_and_it_hurries(services):
     stored(services, 45)
     assert watch.step() == HURRY_INTERVAL  # a new job: look again soon
     timer.join()
+
+
+class Cancels(Answers):
+    """Slurm's answers, and its ``scancel``: refused while ``refusing`` (as for an account
+    Slurm does not know), else the job reads CANCELLED on the next look."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[tuple[str, str | None]] = []
+        self.refusing = True
+
+    def cancel(self, native_id: str, *, account: str | None = None) -> None:
+        from grid_tasks.slurm.errors import SlurmRefused
+
+        self.calls.append((native_id, account))
+        if self.refusing:
+            raise SlurmRefused("scancel refused by Slurm: Access/permission denied")
+        self.known[native_id] = SlurmJob(int(native_id), "CANCELLED", "None", 0, 15, 1.0,
+                                         2.0, "g1")
+
+
+def test_a_recorded_cancel_is_applied_by_the_follower_until_slurm_ends_the_job(
+        services, monkeypatch):
+    from grid_tasks.gram.keys import cancel_key
+    from grid_tasks.scheduling import slurm_follow
+    from grid_tasks.scheduling.slurm_cancel import request_cancel
+
+    answers = Cancels()
+    job_id, other = stored(services, 44), stored(services, 45)
+    answers.known["44"] = SlurmJob(44, "RUNNING", "None", None, None, 1.0, None, "g1")
+    answers.known["45"] = SlurmJob(45, "COMPLETED", "None", 0, None, 1.0, 2.0, "g2")
+    asked = request_cancel(services, job_id, "alice")
+    assert (asked.rm, asked.followed) == ("sl", False)  # no follower holds the lease
+    assert "gatekeeper is unreachable, it will be retried" in asked.note
+    assert request_cancel(services, other, "alice") is not None  # (45 ends on its own)
+    assert row(services, job_id).request[SLURM]["cancel"]["by"] == "alice"
+    services.redis.delete(cancel_key(job_id))  # the SQL record is what counts
+    monkeypatch.setattr(slurm_follow, "CANCEL_AGAIN_S", 0.0)
+    follower = Follower(services, "sl", answers)
+    assert follower.once() == 1  # refused: retried later, the other job followed on
+    assert answers.calls == [("44", None)] and row(services, other).state is JobState.DONE
+    answers.refusing = False
+    assert follower.once() == 1  # scancel'ed now; Slurm says so on the next look
+    assert follower.once() == 0
+    ended = row(services, job_id)
+    assert (ended.state, ended.failure_reason, ended.gram_error) == (
+        JobState.FAILED, "cancelled by user", "USER_CANCELLED")
+    assert answers.calls == [("44", None), ("44", None)]
+    assert request_cancel(services, job_id, "alice") is None  # ended: nothing to record

@@ -204,12 +204,19 @@ def test_a_reservation_goes_when_its_bound_job_ended(grid):
         job = build_job(s, "rmS", rsl, lower(rsl)[0], {"user": "u"},
                         datetime.now(timezone.utc), Outbox()).id
     assert grid.row("bound").owner_job_id == job  # bound as on a native RM
-    assert grid.call("prune", now=time.time()) == []  # its job has not ended
+    forgotten: list[tuple[str, str]] = []  # what the prune task releases tokens for
+
+    def forget(row: Any) -> None:
+        forgotten.append((row.name, row.token))
+
+    assert grid.call("prune", now=time.time(), forget=forget) == []  # its job has not ended
     with db.session_scope(grid.sessions) as s:
         row = db.repository.get_job(s, job)
         for state in (JobState.ACTIVE, JobState.DONE):
             db.record_transition(s, row, state, "as the job path reports", datetime.now(timezone.utc))
-    assert grid.call("prune", now=time.time()) == ["bound"]
+    assert forgotten == []
+    assert grid.call("prune", now=time.time(), forget=forget) == ["bound"]
+    assert forgotten == [("bound", "tok")]  # its tokens go with it, long before its start
     assert grid.row("bound") is None and grid.slurm("gt-rmS-bound") == ""
 
 

@@ -232,3 +232,37 @@ def test_a_repeated_submission_is_one_job_in_slurm(slurm_grid):
     slurm_id = _row(slurm_grid, first.id).request["slurm"]["id"]
     names = slurm_grid.cluster.run("squeue", "-h", "--states=all", "-o", "%j").stdout.split()
     assert names.count(f"gt{first.id}.{RM}") == 1 and slurm_id
+
+
+def test_a_job_killed_by_a_node_failure_fails_with_the_reason(slurm_grid):
+    """The node running the job is set DOWN (as slurmctld does when a node dies): Slurm
+    kills the job, NODE_FAIL (never requeued: a GRAM job runs once), and the user sees
+    FAILED with that reason in the job's status and in ``grid-tasks checkjob``."""
+    from click.testing import CliRunner
+
+    from grid_tasks.cli import main
+
+    handle = slurm_grid.client.submit(
+        "&(executable=/bin/sleep)(arguments=300)(jobType=single)(maxWallTime=300)", rm=RM)
+    running = _wait_state(slurm_grid, handle.id, {JobState.ACTIVE})
+    (node,) = running.nodes_allocated
+    assert node in slurm_grid.cluster.node_names
+    down = slurm_grid.cluster.run("scontrol", "update", f"nodename={node}", "state=down",
+                                  "reason=grid_tasks test: node failure")
+    assert down.returncode == 0, down.stderr
+    try:
+        status = handle.wait(timeout=30)
+    finally:
+        slurm_grid.cluster.run("scontrol", "update", f"nodename={node}", "state=resume")
+    assert (status.state, status.gram_error) == (JobState.FAILED, "JOB_EXECUTION_FAILED")
+    assert "node of the job failed (NODE_FAIL)" in status.reason, status.reason
+    slurm_id = running.request["slurm"]["id"]
+    assert _slurm(slurm_grid).jobs([slurm_id])[slurm_id].slurm_state == "NODE_FAIL"
+    shown = CliRunner().invoke(main, ["checkjob", "--json", str(handle.id)],
+                               env=slurm_grid.env())
+    assert shown.exit_code == 0, shown.output
+    assert "NODE_FAIL" in shown.output and "JOB_EXECUTION_FAILED" in shown.output
+    deadline = time.monotonic() + 20  # the node back for the next tests
+    while slurm_grid.cluster.run("sinfo", "-h", "-n", node, "-o", "%T").stdout.strip() != "idle":
+        assert time.monotonic() < deadline, "the node did not come back"
+        time.sleep(0.2)

@@ -53,6 +53,7 @@ def test_environment_is_the_process_environment_not_argv():
     assert job.environment == {"HOME": "/home/u", "PATH": "/opt/bin", "SECRET": "s3"}
     assert not any("s3" in opt for opt in job.options) and "s3" not in job.script
     assert "--export=ALL" in job.options
+    assert "--no-requeue" in job.options  # a node failure fails the job: never run twice
 
 
 def test_walltime_rounds_up_to_whole_minutes():
