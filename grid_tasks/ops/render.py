@@ -60,10 +60,23 @@ def _coalloc_section(statuses: list[Any]) -> Table:
     return table
 
 
+def _page_note(queue: Queue, section: str) -> list[Any]:
+    """``rows 51-100 of 100000 idle jobs (...)`` under a section listed in part."""
+    shown, total = len(getattr(queue, section)), queue.count(section)
+    if shown == total or queue.limit is None:
+        return []
+    first = (queue.page - 1) * queue.limit + 1
+    span = f"rows {first}-{first + shown - 1}" if shown else f"no rows on page {queue.page}"
+    more = f"--page {queue.page + 1} for the next, " if first + shown - 1 < total else ""
+    return [Text(f"{span} of {total} {section} jobs ({more}--all for every row)",
+                 style="italic")]
+
+
 def queue_view(queue: Queue) -> Group:
     """showq: ACTIVE JOBS, IDLE JOBS, BLOCKED JOBS, the summary lines and, when there are
-    any, the COALLOCATED JOBS with their subjobs."""
-    d = queue.to_dict()["summary"]
+    any, the COALLOCATED JOBS with their subjobs.  A section listed in part (one page)
+    says which rows it shows and how to see the others."""
+    d = queue.summary()
     plural = lambda n, word: f"{n} {word}{'' if n == 1 else 's'}"  # noqa: E731
     active_line = Text(
         f"{plural(d['active_jobs'], 'Active Job')}   {d['procs_active']} of {d['procs_total']} "
@@ -71,10 +84,13 @@ def queue_view(queue: Queue) -> Group:
         f"{d['nodes_total']} Nodes Active ({d['nodes_percent']:.2f}%)")
     total = Text(f"Total Jobs: {d['total_jobs']}   Active Jobs: {d['active_jobs']}   "
                  f"Idle Jobs: {d['idle_jobs']}   Blocked Jobs: {d['blocked_jobs']}", style="bold")
-    parts: list[Any] = [_queue_section("ACTIVE JOBS", queue.active, True), active_line, Text(),
+    parts: list[Any] = [_queue_section("ACTIVE JOBS", queue.active, True),
+                        *_page_note(queue, "active"), active_line, Text(),
                         _queue_section("IDLE JOBS", queue.idle, False),
+                        *_page_note(queue, "idle"),
                         Text(plural(d["idle_jobs"], "Idle Job")), Text(),
-                        _queue_section("BLOCKED JOBS", queue.blocked, False), Text(), total]
+                        _queue_section("BLOCKED JOBS", queue.blocked, False),
+                        *_page_note(queue, "blocked"), Text(), total]
     if queue.coallocations:
         parts += [Text(), _coalloc_section(queue.coallocations),
                   Text(plural(d["coallocated_jobs"], "Coallocated Job"))]

@@ -19,6 +19,7 @@ from grid_tasks.db.errors import DatabaseError
 from grid_tasks.effects import trigger_iteration
 from grid_tasks.errors import GridTasksError
 from grid_tasks.node.registry import NodeRegistry
+from grid_tasks.ops.plan_cache import PlanCache, Plans
 from grid_tasks.settings import Settings
 
 _migrated: set[str] = set()
@@ -58,6 +59,15 @@ class OpsShell:
         except (GridTasksError, RedisError, OSError):
             return None
         return registry
+
+    def plans(self) -> Plans:
+        """Where this command's RM plans come from: a fresh digest kept in the grid's
+        Redis when there is one (:mod:`grid_tasks.ops.plan_cache`), else made anew.
+        Node liveness comes from the same registry."""
+        registry = self.registry()
+        if registry is None:
+            return Plans()
+        return Plans(PlanCache(registry.client, self.settings.database_url), registry)
 
     def trigger(self, rm: str) -> bool:
         """Ask for an iteration of ``rm`` now; False (and no error) when Redis is down."""
