@@ -40,7 +40,7 @@ from sqlalchemy.orm import Session
 from grid_tasks.db import AccountingRecord, Job as JobRow, Node as NodeRow
 from grid_tasks.db.models import Fence, Reservation as ReservationRow, ResourceManager
 from grid_tasks.maui import ACL, Reservation, Start
-from grid_tasks.maui.model import ReservationKind
+from grid_tasks.maui.model import USABLE_STATES, ReservationKind
 from grid_tasks.scheduling.job_rows import COLUMNS, core_job
 from grid_tasks.scheduling.plan import Plan, load_plan, load_scheduler
 from grid_tasks.utc import epoch, from_epoch
@@ -150,7 +150,8 @@ def _unusable(registry: Any, rm: str, names: list[str]) -> list[list[str]]:
     """The nodes the registry reports in any state but their usable ones."""
     if registry is None:
         return []
-    return sorted([s.node, s.state.value] for s in registry.statuses([(rm, n) for n in names]))
+    return sorted([s.node, s.state.value] for s in registry.statuses([(rm, n) for n in names])
+                  if s.state not in USABLE_STATES)
 
 
 class PlanCache:
