@@ -75,7 +75,7 @@ def showq(rm: str | None, show_all: bool, limit: int, page: int, as_json: bool) 
     submission; the summary counts every job, processors and nodes in use.  The
     table lists the first page of each section (--limit rows; --page for the next,
     --all for every row); --json always carries every job.  Priorities come from
-    the RM's last plan while it is fresh (at most 30 s old and nothing changed).
+    the RM's last plan while it is fresh (at most 60 s old and nothing changed).
 
     \b
     Examples:

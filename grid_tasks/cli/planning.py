@@ -27,7 +27,7 @@ def showstart(request: str, rm: str | None, alternatives: int, as_json: bool) ->
 
     The answer comes from the RM's Maui scheduler loaded with its current state and
     run once in memory, so higher-priority jobs are placed first.  That plan is kept
-    (in the grid's Redis) and reused while fresh: at most 30 s old and nothing of
+    (in the grid's Redis) and reused while fresh: at most 60 s old and nothing of
     the RM changed since (jobs, reservations, nodes, accounting, maui.cfg).
 
     \b

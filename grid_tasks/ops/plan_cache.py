@@ -16,7 +16,9 @@ jobs the iteration would start and where, and the jobs it reserved for.
   its maui.cfg path and modification time; the database's incarnation; and the nodes
   the heartbeat registry says are not usable) is unchanged;
 * it is at most :data:`MAX_AGE` seconds old (time alone moves priorities and ends
-  running jobs, as Maui's own showq reports its last iteration).
+  running jobs; Maui's own showq reports its last iteration, up to RMPOLLINTERVAL,
+  60 s by default, old).  ``GRID_TASKS_OPS_PLAN_MAX_AGE`` (seconds) changes it for
+  the operator commands; 0 keeps no plan.
 
 A hit rebuilds the plan's scheduler *without* its idle queue (running jobs, holds and
 fences from SQL: cheap at any depth) and replays the digest's starts and job
@@ -48,7 +50,9 @@ from grid_tasks.utc import epoch, from_epoch
 log = logging.getLogger(__name__)
 
 #: Seconds a digest stays usable even when nothing changed (see the freshness rule).
-MAX_AGE = 30.0
+MAX_AGE = 60.0
+#: Environment variable overriding MAX_AGE for the operator commands.
+MAX_AGE_ENV = "GRID_TASKS_OPS_PLAN_MAX_AGE"
 #: Redis key of an RM's digest: per database (by a hash of its URL) and RM.
 KEY = "grid_tasks:ops:plan:{db}:{rm}"
 

@@ -27,16 +27,49 @@ def _styled(state: str) -> str:
     return f"[{style}]{state}[/]" if style else state
 
 
-def _queue_section(title: str, rows: list[QueueRow], active: bool) -> Table:
+#: A showq section longer than this prints as plain aligned columns, not a rich table:
+#: laying out a table of 100,000 rows took most of ``showq --all``'s time.
+PLAIN_ROWS = 1000
+
+
+def _queue_columns(active: bool) -> tuple[str, ...]:
+    return ("JOBNAME", "USERNAME", "STATE", "PROC", "REMAINING" if active else "WCLIMIT",
+            "STARTTIME" if active else "QUEUETIME", "RM")
+
+
+def _queue_cells(r: QueueRow, active: bool) -> list[str]:
+    return [str(r.job_id), r.user or "-", r.state, str(r.procs),
+            format_duration(r.remaining if active else r.walltime),
+            format_time(r.start_time if active else r.submit_time), r.rm or "-"]
+
+
+def _queue_section(title: str, rows: list[QueueRow], active: bool) -> Any:
+    if len(rows) > PLAIN_ROWS:
+        return _plain_section(title, rows, active)
     table = Table(title=title, title_justify="left", title_style="bold")
-    for col in ("JOBNAME", "USERNAME", "STATE", "PROC", "REMAINING" if active else "WCLIMIT",
-                "STARTTIME" if active else "QUEUETIME", "RM"):
+    for col in _queue_columns(active):
         table.add_column(col, justify="right" if col in ("PROC", "REMAINING", "WCLIMIT") else "left")
     for r in rows:
-        table.add_row(str(r.job_id), r.user or "-", _styled(r.state), str(r.procs),
-                      format_duration(r.remaining if active else r.walltime),
-                      format_time(r.start_time if active else r.submit_time), r.rm or "-")
+        cells = _queue_cells(r, active)
+        cells[2] = _styled(r.state)
+        table.add_row(*cells)
     return table
+
+
+def _plain_section(title: str, rows: list[QueueRow], active: bool) -> Text:
+    """A long section as Maui prints it: a title, a header and one aligned line per job."""
+    header = list(_queue_columns(active))
+    cells = [_queue_cells(r, active) for r in rows]
+    widths = [max(len(header[i]), max(len(c[i]) for c in cells)) for i in range(len(header))]
+    right = {3, 4}  # PROC and the duration
+
+    def line(values: list[str]) -> str:
+        return "  ".join(v.rjust(w) if i in right else v.ljust(w)
+                         for i, (v, w) in enumerate(zip(values, widths))).rstrip()
+
+    text = Text(title + "\n", style="bold")
+    text.append("\n".join([line(header)] + [line(c) for c in cells]))
+    return text
 
 
 def _entered(sub: Any) -> str:

@@ -95,3 +95,16 @@ def test_small_queue_prints_as_before(session, add_job):
 def test_bad_page_is_refused(session):
     with pytest.raises(OpsError, match="page and limit must be at least 1"):
         build_queue(session, "rmA", NOW, limit=10, page=0)
+
+
+def test_long_section_prints_plain_aligned_lines(session, deep):
+    """Past PLAIN_ROWS a section is plain columns (fast to print, easy to grep)."""
+    text = text_of(queue_view(build_queue(session, "rmA", NOW)))
+    idle_part = text.split("IDLE JOBS")[1].split("BLOCKED JOBS")[0]
+    lines = [line for line in idle_part.splitlines() if line.strip()]
+    assert lines[0].split() == ["JOBNAME", "USERNAME", "STATE", "PROC", "WCLIMIT",
+                                "QUEUETIME", "RM"]
+    jobs = [line.split() for line in lines if line.split()[0].isdigit() and "Jobs" not in line]
+    assert len(jobs) == 1510 and {j[2] for j in jobs} == {"Idle"} and "│" not in idle_part
+    assert len({len(line) for line in lines[1:6]}) == 1  # aligned
+    assert "┏" in text.split("BLOCKED JOBS")[1]  # the short section stays a table
