@@ -217,7 +217,7 @@ def _one_backend(backend: str, url: str, server: RedisServer, folder: Path, size
 def report(rows: list[dict[str, Any]]) -> None:
     """The table: per backend, command and size, new vs peer and growth."""
     print("\nbackend     size     command             new wall (cpu)      peer wall (cpu)"
-          "     new/peer   growth vs smallest")
+          "     new/peer wall (cpu)   growth vs smallest")
     index = {(r["backend"], r["size"], r["command"], r["code"]): r for r in rows}
     for backend in sorted({r["backend"] for r in rows}):
         sizes = sorted({r["size"] for r in rows if r["backend"] == backend})
@@ -230,11 +230,12 @@ def report(rows: list[dict[str, Any]]) -> None:
                 if new is None:
                     continue
                 peer_txt = f"{peer['wall']:7.2f} ({peer['cpu']:6.2f})" if peer else " " * 16
-                ratio = f"x{new['wall'] / peer['wall']:.3f}" if peer else "     "
+                ratio = (f"x{new['wall'] / peer['wall']:.3f} (x{new['cpu'] / peer['cpu']:.3f})"
+                         if peer else "")
                 growth = f"x{new['wall'] / base['wall']:.2f}" if base else ""
                 target = "  < 2 s" if new["wall"] < 2.0 else ""
                 print(f"{backend:10s} {size:>7}  {name:18s} {new['wall']:7.2f} ({new['cpu']:6.2f})"
-                      f"   {peer_txt}   {ratio:>8}   {growth}{target}")
+                      f"   {peer_txt}   {ratio:>18}   {growth}{target}")
 
 
 def main() -> None:
