@@ -54,24 +54,46 @@ def rm_option(help_text: str = "Resource manager (cluster) to look at; default a
 json_option = click.option("--json", "as_json", is_flag=True, help=JSON_HELP)
 
 
+#: Rows of each showq section in one page of the table (``--limit``).
+PAGE_ROWS = 50
+
+
 @click.command()
 @rm_option()
+@click.option("--all", "show_all", is_flag=True,
+              help="List every job of every section (a deep queue prints long).")
+@click.option("--limit", type=click.IntRange(1), default=PAGE_ROWS, show_default=True,
+              metavar="N", help="Rows of each section in one page of the table.")
+@click.option("--page", type=click.IntRange(1), default=1, show_default=True, metavar="P",
+              help="Which page of each section to list (1 is the first).")
 @json_option
-def showq(rm: str | None, as_json: bool) -> None:
+def showq(rm: str | None, show_all: bool, limit: int, page: int, as_json: bool) -> None:
     """Show the queue as Maui does: ACTIVE, IDLE and BLOCKED jobs.
 
     Active jobs (running) are listed by remaining walltime, idle jobs by priority
     then submission, blocked jobs (held, deferred, waiting on a dependency) by
-    submission; the summary counts processors and nodes in use.
+    submission; the summary counts every job, processors and nodes in use.  The
+    table lists the first page of each section (--limit rows; --page for the next,
+    --all for every row); --json always carries every job.  Priorities come from
+    the RM's last plan while it is fresh (at most 60 s old and nothing changed).
 
     \b
     Examples:
       grid-tasks showq
+      grid-tasks showq -r rmA --page 2
+      grid-tasks showq --all | grep Hold
       grid-tasks showq -r rmA --json | jq '.summary'
     """
+    paged = not (as_json or show_all)
     with ops_shell() as shell, shell.session() as session:
-        queue = build_queue(session, rm, shell.now(), barrier_entries(shell.settings))
-    emit(queue.to_dict(), as_json, queue_view(queue))
+        plans, now = shell.plans(), shell.now()
+        queue = build_queue(session, rm, now, barrier_entries(shell.settings),
+                            limit=limit if paged else None, page=page if paged else 1,
+                            ranking=lambda name: plans.ranking(session, name, now))
+    if as_json:
+        click.echo(json.dumps(queue.to_dict(), indent=2))
+        return
+    wide_console(minimum=120).print(queue_view(queue))
 
 
 @click.command()

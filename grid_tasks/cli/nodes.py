@@ -13,7 +13,7 @@ from rich.table import Table
 
 from grid_tasks.cli.console import wide_console
 from grid_tasks.embedded.locate import LOCK_FILE, NoRunningGrid, grid_running, running_grids
-from grid_tasks.embedded.stack import ENV_FILE, read_env_file
+from grid_tasks.embedded.envfile import ENV_FILE, read_env_file
 from grid_tasks.node.registry import NodeRegistry, NodeStatus
 from grid_tasks.settings import Settings
 from grid_tasks.states import NodeState

@@ -26,7 +26,9 @@ def showstart(request: str, rm: str | None, alternatives: int, as_json: bool) ->
     PROCS@DURATION (e.g. 4@2:00:00) or a single-job RSL.
 
     The answer comes from the RM's Maui scheduler loaded with its current state and
-    run once in memory, so higher-priority jobs are placed first.
+    run once in memory, so higher-priority jobs are placed first.  That plan is kept
+    (in the grid's Redis) and reused while fresh: at most 60 s old and nothing of
+    the RM changed since (jobs, reservations, nodes, accounting, maui.cfg).
 
     \b
     Examples:
@@ -44,8 +46,10 @@ def showstart(request: str, rm: str | None, alternatives: int, as_json: bool) ->
         emit(data, as_json, view)
         return
     with ops_shell() as shell, shell.session() as session:
-        report = show_start(session, request, shell.now(), rm=rm, registry=shell.registry(),
-                            limit=alternatives, topology=topology_of(shell.settings.topology_file))
+        plans = shell.plans()
+        report = show_start(session, request, shell.now(), rm=rm, registry=plans.registry,
+                            limit=alternatives, topology=topology_of(shell.settings.topology_file),
+                            plans=plans)
     emit(report.to_dict(), as_json, start_view(report))
 
 
@@ -63,11 +67,11 @@ def showbf(rm: str | None, duration: str | None, min_nodes: int | None, as_json:
     out, views = {}, []
     with ops_shell() as shell, shell.session() as session:
         now = shell.now()
-        registry = shell.registry()
+        plans = shell.plans()
         names = scheduled_rms(session, rm)
         for name in names:
             rows = show_backfill(session, name, now, min_duration=min_duration,
-                                 min_nodes=min_nodes, registry=registry)
+                                 min_nodes=min_nodes, registry=plans.registry, plans=plans)
             out[name] = [w.to_dict() for w in rows]
             views.append(backfill_view(name, rows, now))
 

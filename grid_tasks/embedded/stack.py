@@ -32,6 +32,7 @@ from typing import Any
 from grid_tasks.embedded.database import check_database_url, prepare_database
 from grid_tasks.embedded.demo_slurm import RUNNING_NOTE, DemoSlurm, start_demo_slurm
 from grid_tasks.embedded.demo_slurm import start_local_slurm
+from grid_tasks.embedded.envfile import ENV_FILE, write_env_file
 from grid_tasks.embedded.flower import FLOWER_USER, flower_argv, flower_env, flower_password
 from grid_tasks.embedded.locate import StackLock, announce, withdraw
 from grid_tasks.embedded.redis_server import RedisServer, free_port
@@ -40,7 +41,7 @@ from grid_tasks.errors import GridTasksError
 from grid_tasks.ha.launch import beat_commands
 from grid_tasks.metrics.server import start_metrics_server
 from grid_tasks.node.registry import NodeRegistry, NodeStatus
-from grid_tasks.private_files import open_private, private_dir
+from grid_tasks.private_files import private_dir
 from grid_tasks.security.config import SigningSettings
 from grid_tasks.security.role_keys import GridKeys, also_trust, ensure_grid_keys
 from grid_tasks.security.roles import Role
@@ -50,29 +51,6 @@ from grid_tasks.topology import GridTopology, load_topology
 log = logging.getLogger(__name__)
 
 Progress = Callable[[str], None]
-
-#: While a stack runs, its settings as KEY=VALUE lines (mode 0600) in its state dir,
-#: so ``grid-tasks nodes`` in another shell can find it.
-ENV_FILE = "stack.env"
-
-
-def write_env_file(path: Path, settings: Settings) -> None:
-    """The settings (Redis URLs with their password) as a 0600 file in a 0700 folder,
-    also when an older version left the file 0644 (O_TRUNC keeps a file's mode)."""
-    private_dir(path.parent)
-    with open_private(path) as out:
-        out.writelines(f"{k}={v}\n" for k, v in settings.to_env().items())
-
-
-def read_env_file(path: Path) -> Settings | None:
-    """The settings of the stack running in ``path``'s directory, or None if none runs."""
-    try:
-        lines = path.read_text().splitlines()
-    except FileNotFoundError:
-        return None
-    env = dict(line.split("=", 1) for line in lines if "=" in line)
-    return Settings.from_env(env)
-
 
 @dataclass(frozen=True)
 class StackOptions:

@@ -22,7 +22,8 @@ from grid_tasks.scheduling.rm_kinds import backend_for
 from grid_tasks.topology import GridTopology, RMKind
 
 from .common import Section, from_epoch, resolve_job, section_of
-from .plan import Plan, core_view, load_plan, parse_request, rsl_request
+from .plan import Plan, core_view, parse_request, rsl_request
+from .plan_cache import Plans
 from .timefmt import INFINITE, OpsError, iso, json_seconds
 
 
@@ -70,19 +71,22 @@ def request_kind(text: str) -> str:
 
 def show_start(session: Session, what: str, now: datetime, *, rm: str | None = None,
                registry: Any = None, limit: int = 3,
-               topology: GridTopology | None = None) -> StartReport:
+               topology: GridTopology | None = None, plans: Plans | None = None) -> StartReport:
     """showstart JOB | PROCS@DURATION | RSL on ``rm`` (a job's own RM by default);
-    ``topology`` says which RMs are not native (Slurm clusters)."""
+    ``topology`` says which RMs are not native (Slurm clusters); ``plans`` where the
+    RM's plan comes from (a fresh cached one, see :mod:`grid_tasks.ops.plan_cache`;
+    by default it is made now)."""
+    plans = plans or Plans(registry=registry)
     kind = request_kind(what)
     if kind == "job":
-        return _job_start(session, what, now, rm, registry, limit, topology)
+        return _job_start(session, what, now, rm, registry, limit, topology, plans)
     if rm is None:
         raise OpsError("showstart: give -r RM for a resource request")
     core = parse_request(what) if kind == "procs" else rsl_request(what)
     backend = backend_for(rm, topology, registry=registry)
     if backend.kind is not RMKind.MAUI:
         return _asked(session, backend, what, core, now, limit)
-    plan = load_plan(session, rm, now, registry=registry)
+    plan = plans.plan(session, rm, now)
     _check_fits(plan, what, core)
     return _report(plan, what, core, _estimates(plan, core, limit))
 
@@ -127,7 +131,7 @@ def _report(plan: Plan, what: str, core: Job, rows: list[StartRow], job_id: int 
 
 
 def _job_start(session: Session, what: str, now: datetime, rm: str | None, registry: Any,
-               limit: int, topology: GridTopology | None = None) -> StartReport:
+               limit: int, topology: GridTopology | None, plans: Plans) -> StartReport:
     job = resolve_job(session, what)
     if rm is not None and rm != job.rm:
         raise OpsError(f"job {job.id} belongs to {job.rm}, not {rm}")
@@ -138,9 +142,11 @@ def _job_start(session: Session, what: str, now: datetime, rm: str | None, regis
     backend = backend_for(str(job.rm), topology, registry=registry)
     if backend.kind is not RMKind.MAUI:  # Slurm queues it: ask as if it came now
         return _asked(session, backend, what, core_view(job), now, limit, job.id)
-    plan = load_plan(session, str(job.rm), now, registry=registry)
+    plan = plans.plan(session, str(job.rm), now)
     core = plan.idle.get(str(job.id))
-    if core is None:
+    if core is None and plan.in_queue(str(job.id)):
+        core = core_view(job)  # a plan replayed from its digest holds no idle job
+    elif core is None:
         core = core_view(job)
         rows = _estimates(plan, core, limit)
         return _report(plan, what, core, rows, job.id,
@@ -148,8 +154,8 @@ def _job_start(session: Session, what: str, now: datetime, rm: str | None, regis
                        "estimate as if it were released now")
     started = plan.started.get(core.id)
     if started is not None:
-        return _report(plan, what, core, [StartRow(now, dict(started.allocation))], job.id,
-                       "starts at the next iteration")
+        return _report(plan, what, core, [StartRow(plan.now, dict(started.allocation))],
+                       job.id, "starts at the next iteration")
     for res in plan.scheduler.reservations():
         if res.job_id == core.id and res.start < INFINITE:
             return _report(plan, what, core, [StartRow(from_epoch(res.start),
@@ -171,10 +177,11 @@ class WindowRow:
 
 
 def show_backfill(session: Session, rm: str, now: datetime, *, min_duration: float | None = None,
-                  min_nodes: int | None = None, registry: Any = None) -> list[WindowRow]:
+                  min_nodes: int | None = None, registry: Any = None,
+                  plans: Plans | None = None) -> list[WindowRow]:
     """showbf: processors free now and how long each level lasts, widest first; only
     windows lasting at least ``min_duration`` on at least ``min_nodes`` nodes."""
-    plan = load_plan(session, rm, now, registry=registry)
+    plan = (plans or Plans(registry=registry)).plan(session, rm, now)
     rows = [WindowRow(w.procs, w.nodes, w.duration) for w in plan.scheduler.free_windows(plan.t)]
     return [r for r in rows if (min_duration is None or r.duration >= min_duration)
             and (min_nodes is None or r.nodes >= min_nodes)]

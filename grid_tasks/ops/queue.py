@@ -11,16 +11,17 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session, selectinload
 
-from grid_tasks.db import Job, Node
 from grid_tasks.db.models import CoallocatedJob, Subjob
 from grid_tasks.duroc.records import CoallocStatus, coalloc_status, store_id
 from grid_tasks.duroc.store import CoordinationStore
 from grid_tasks.errors import GridTasksError
 from grid_tasks.states import JobState
 
+from . import queue_rows
 from .common import Section, check_rm, finished_ids, section_of, state_word
-from .plan import priorities, priority_of
-from .timefmt import iso
+from .plan import load_plan
+from .queue_rows import Ranking
+from .timefmt import OpsError, iso
 
 _LIVE = [s for s in JobState if not s.terminal]
 
@@ -52,7 +53,7 @@ class QueueRow:
 
 @dataclass
 class Queue:
-    """showq's sections and summary counts."""
+    """showq's sections (all their rows, or one page of each) and summary counts."""
 
     rm: str | None
     now: datetime
@@ -64,38 +65,60 @@ class Queue:
     nodes_active: int = 0
     #: live coallocated jobs (with a subjob at ``rm`` when one is given), by id
     coallocations: list[CoallocStatus] = field(default_factory=list)
+    #: jobs in each section, and processors the active ones use (whether listed or not)
+    counts: dict[str, int] = field(default_factory=dict)
+    procs_used: int | None = None
+    #: the page shown (1-based) and its size; None: every row is listed
+    page: int = 1
+    limit: int | None = None
 
     @property
     def procs_active(self) -> int:
-        return sum(r.procs for r in self.active)
+        return sum(r.procs for r in self.active) if self.procs_used is None else self.procs_used
+
+    def count(self, section: str) -> int:
+        """How many jobs the section holds (its listed rows may be one page of them)."""
+        return self.counts.get(section, len(getattr(self, section)))
 
     @property
     def total_jobs(self) -> int:
-        return len(self.active) + len(self.idle) + len(self.blocked)
+        return self.count("active") + self.count("idle") + self.count("blocked")
+
+    @property
+    def complete(self) -> bool:
+        """Whether every job of every section is listed."""
+        return all(len(getattr(self, s)) == self.count(s) for s in ("active", "idle", "blocked"))
 
     def percent(self, part: int, whole: int) -> float:
         return 100.0 * part / whole if whole else 0.0
 
-    def to_dict(self) -> dict[str, Any]:
+    def summary(self) -> dict[str, Any]:
+        """The counts showq's summary lines print (every job, listed or not)."""
         return {
+            "total_jobs": self.total_jobs, "active_jobs": self.count("active"),
+            "idle_jobs": self.count("idle"), "blocked_jobs": self.count("blocked"),
+            "procs_active": self.procs_active, "procs_total": self.procs_total,
+            "procs_percent": round(self.percent(self.procs_active, self.procs_total), 2),
+            "nodes_active": self.nodes_active, "nodes_total": self.nodes_total,
+            "nodes_percent": round(self.percent(self.nodes_active, self.nodes_total), 2),
+            "coallocated_jobs": len(self.coallocations),
+        }
+
+    def to_dict(self) -> dict[str, Any]:
+        data = {
             "rm": self.rm, "now": iso(self.now),
             "active": [r.to_dict() for r in self.active],
             "idle": [r.to_dict() for r in self.idle],
             "blocked": [r.to_dict() for r in self.blocked],
             "coallocations": [c.to_dict() for c in self.coallocations],
-            "summary": {
-                "total_jobs": self.total_jobs, "active_jobs": len(self.active),
-                "idle_jobs": len(self.idle), "blocked_jobs": len(self.blocked),
-                "procs_active": self.procs_active, "procs_total": self.procs_total,
-                "procs_percent": round(self.percent(self.procs_active, self.procs_total), 2),
-                "nodes_active": self.nodes_active, "nodes_total": self.nodes_total,
-                "nodes_percent": round(self.percent(self.nodes_active, self.nodes_total), 2),
-                "coallocated_jobs": len(self.coallocations),
-            },
+            "summary": self.summary(),
         }
+        if self.limit is not None:
+            data["page"] = {"page": self.page, "limit": self.limit}
+        return data
 
 
-def _row(job: Job, section: Section, now: datetime, priority: float | None) -> QueueRow:
+def _row(job: Any, section: Section, now: datetime, priority: float | None) -> QueueRow:
     state = state_word(job, section)
     remaining = None
     if section is Section.ACTIVE and job.walltime and job.start_time is not None:
@@ -140,47 +163,105 @@ def live_coallocations(session: Session, rm: str | None,
 
 
 def build_queue(session: Session, rm: str | None, now: datetime,
-                entries: Entries | None = None) -> Queue:
+                entries: Entries | None = None, *, limit: int | None = None, page: int = 1,
+                ranking: Ranking | None = None) -> Queue:
     """The live jobs of ``rm`` (every RM if None) sorted as showq shows them: active by
     remaining time, idle by priority then submission, blocked by submission; and the
     live coallocated jobs with their subjobs (barrier entries from ``entries``, see
-    :func:`barrier_entries`; unknown without)."""
+    :func:`barrier_entries`; unknown without).
+
+    ``limit``: list only page ``page`` (1-based) of that many rows of each section; the
+    summary still counts every job.  ``ranking``: where the scheduler's priorities come
+    from (a cached plan's, see :class:`~grid_tasks.ops.plan_cache.Plans`); by default
+    each RM's plan is made now.  Rows are plain Core rows of the printed columns."""
     check_rm(session, rm)
-    stmt = select(Job).where(Job.state.in_(_LIVE))
-    nodes_stmt = select(Node)
-    if rm is not None:
-        stmt = stmt.where(Job.rm == rm)
-        nodes_stmt = nodes_stmt.where(Node.rm == rm)
-    jobs = list(session.scalars(stmt.order_by(Job.id)))
-    done = finished_ids(session, {d for j in jobs for d in (j.dependencies or [])})
-    queue = Queue(rm, now)
-    busy: set[str] = set()
-    sections = [(job, section_of(job, done)) for job in jobs]
-    prio = _idle_priorities(session, {str(j.rm) for j, s in sections if s is Section.IDLE}, now)
-    for job, section in sections:
-        priority = prio.get(job.id) if section is Section.IDLE else None
-        getattr(queue, section.value).append(_row(job, section, now, priority))
-        if section is Section.ACTIVE:
-            busy.update(job.nodes_allocated or {})
-    nodes = list(session.scalars(nodes_stmt))
-    queue.procs_total = sum(n.procs for n in nodes)
-    queue.nodes_total = len(nodes)
-    queue.nodes_active = len(busy & {n.name for n in nodes})
-    inf = float("inf")
-    queue.active.sort(key=lambda r: (inf if r.remaining is None else r.remaining, r.job_id))
-    queue.idle.sort(key=lambda r: (-(r.priority or 0.0), _ts(r.submit_time), r.job_id))
-    queue.blocked.sort(key=lambda r: (_ts(r.submit_time), r.job_id))
+    if page < 1 or (limit is not None and limit < 1):
+        raise OpsError(f"showq: page and limit must be at least 1 (got page {page}, "
+                       f"limit {limit})")
+    rank = ranking or (lambda name: _plan_ranking(session, name, now))
+    queue = Queue(rm, now, page=page, limit=limit)
+    node_rows = queue_rows.nodes(session, rm)
+    names = {n for n, _p in node_rows}
+    if limit is None:
+        _fill_all(session, queue, rank, names)
+    else:
+        _fill_page(session, queue, rank, names, page, limit)
+    queue.procs_total = sum(p for _n, p in node_rows)
+    queue.nodes_total = len(node_rows)
     queue.coallocations = live_coallocations(session, rm, entries)
     return queue
 
 
-def _idle_priorities(session: Session, rms: set[str], now: datetime) -> dict[int, float]:
-    """The scheduler's priority of every idle job of ``rms``: the numbers ``diagnose -p``
-    shows, from the same loaded scheduler (node liveness plays no part in them)."""
-    out: dict[int, float] = {}
-    for name in sorted(rms):
-        out.update(priority_of(priorities(session, name, now)))
+def _plan_ranking(session: Session, rm: str, now: datetime) -> dict[int, tuple[float, float]]:
+    """The scheduler's priority of every idle job of ``rm`` (the numbers ``diagnose -p``
+    shows) with its submission time, from a plan made now."""
+    plan = load_plan(session, rm, now, iterate=False)
+    out = {}
+    for p in plan.priorities:
+        if p.job_id.isdigit():
+            job = plan.idle.get(p.job_id)
+            out[int(p.job_id)] = (p.total, job.submit_time if job and job.submit_time
+                                  else float("inf"))
     return out
+
+
+def _rank_all(session: Session, rm: str | None, rank: Ranking) -> dict[int, tuple[float, float]]:
+    out: dict[int, tuple[float, float]] = {}
+    for name in queue_rows.queued_rms(session, rm):
+        out.update(rank(name))
+    return out
+
+
+def _active_part(queue: Queue, rows: list[Any], nodes: set[str]) -> None:
+    """The ACTIVE section (sorted by remaining time), processors and nodes in use."""
+    inf = float("inf")
+    busy: set[str] = set()
+    active = []
+    for job in rows:
+        active.append(_row(job, Section.ACTIVE, queue.now, None))
+        busy.update(job.nodes_allocated or {})
+    active.sort(key=lambda r: (inf if r.remaining is None else r.remaining, r.job_id))
+    queue.active = active
+    queue.procs_used = sum(r.procs for r in active)
+    queue.nodes_active = len(busy & nodes)
+
+
+def _fill_all(session: Session, queue: Queue, rank: Ranking, nodes: set[str]) -> None:
+    """Every row of every section (``--all``, ``--json``)."""
+    jobs = queue_rows.all_live(session, queue.rm)
+    done = finished_ids(session, {d for j in jobs for d in (j.dependencies or [])})
+    sections = [(job, section_of(job, done)) for job in jobs]
+    prio: dict[int, float] = {}
+    if any(s is Section.IDLE for _j, s in sections):
+        prio = {k: p for k, (p, _s) in _rank_all(session, queue.rm, rank).items()}
+    for job, section in sections:
+        if section is not Section.ACTIVE:
+            priority = prio.get(job.id) if section is Section.IDLE else None
+            getattr(queue, section.value).append(_row(job, section, queue.now, priority))
+    queue.idle.sort(key=lambda r: (-(r.priority or 0.0), _ts(r.submit_time), r.job_id))
+    queue.blocked.sort(key=lambda r: (_ts(r.submit_time), r.job_id))
+    _active_part(queue, [j for j, s in sections if s is Section.ACTIVE], nodes)
+
+
+def _fill_page(session: Session, queue: Queue, rank: Ranking, nodes: set[str], page: int,
+               limit: int) -> None:
+    """Counts of every section and the rows of one page of each."""
+    _active_part(queue, queue_rows.holding(session, queue.rm), nodes)
+    special = queue_rows.maybe_blocked(session, queue.rm)
+    done = finished_ids(session, {d for j in special for d in (j.dependencies or [])})
+    blocked = [_row(j, Section.BLOCKED, queue.now, None) for j in special
+               if section_of(j, done) is Section.BLOCKED]
+    blocked.sort(key=lambda r: (_ts(r.submit_time), r.job_id))
+    keys, prio = queue_rows.idle_keys(_rank_all(session, queue.rm, rank),
+                                      queue_rows.unqueued(session, queue.rm),
+                                      {r.job_id for r in blocked})
+    ids = queue_rows.page_of(keys, page, limit)
+    rows = queue_rows.by_ids(session, ids)
+    queue.idle = [_row(rows[i], Section.IDLE, queue.now, prio.get(i)) for i in ids if i in rows]
+    start = (page - 1) * limit
+    queue.counts = {"active": len(queue.active), "idle": len(keys), "blocked": len(blocked)}
+    queue.active = queue.active[start:start + limit]
+    queue.blocked = blocked[start:start + limit]
 
 
 def _ts(value: datetime | None) -> float:

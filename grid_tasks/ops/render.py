@@ -27,16 +27,49 @@ def _styled(state: str) -> str:
     return f"[{style}]{state}[/]" if style else state
 
 
-def _queue_section(title: str, rows: list[QueueRow], active: bool) -> Table:
+#: A showq section longer than this prints as plain aligned columns, not a rich table:
+#: laying out a table of 100,000 rows took most of ``showq --all``'s time.
+PLAIN_ROWS = 1000
+
+
+def _queue_columns(active: bool) -> tuple[str, ...]:
+    return ("JOBNAME", "USERNAME", "STATE", "PROC", "REMAINING" if active else "WCLIMIT",
+            "STARTTIME" if active else "QUEUETIME", "RM")
+
+
+def _queue_cells(r: QueueRow, active: bool) -> list[str]:
+    return [str(r.job_id), r.user or "-", r.state, str(r.procs),
+            format_duration(r.remaining if active else r.walltime),
+            format_time(r.start_time if active else r.submit_time), r.rm or "-"]
+
+
+def _queue_section(title: str, rows: list[QueueRow], active: bool) -> Any:
+    if len(rows) > PLAIN_ROWS:
+        return _plain_section(title, rows, active)
     table = Table(title=title, title_justify="left", title_style="bold")
-    for col in ("JOBNAME", "USERNAME", "STATE", "PROC", "REMAINING" if active else "WCLIMIT",
-                "STARTTIME" if active else "QUEUETIME", "RM"):
+    for col in _queue_columns(active):
         table.add_column(col, justify="right" if col in ("PROC", "REMAINING", "WCLIMIT") else "left")
     for r in rows:
-        table.add_row(str(r.job_id), r.user or "-", _styled(r.state), str(r.procs),
-                      format_duration(r.remaining if active else r.walltime),
-                      format_time(r.start_time if active else r.submit_time), r.rm or "-")
+        cells = _queue_cells(r, active)
+        cells[2] = _styled(r.state)
+        table.add_row(*cells)
     return table
+
+
+def _plain_section(title: str, rows: list[QueueRow], active: bool) -> Text:
+    """A long section as Maui prints it: a title, a header and one aligned line per job."""
+    header = list(_queue_columns(active))
+    cells = [_queue_cells(r, active) for r in rows]
+    widths = [max(len(header[i]), max(len(c[i]) for c in cells)) for i in range(len(header))]
+    right = {3, 4}  # PROC and the duration
+
+    def line(values: list[str]) -> str:
+        return "  ".join(v.rjust(w) if i in right else v.ljust(w)
+                         for i, (v, w) in enumerate(zip(values, widths))).rstrip()
+
+    text = Text(title + "\n", style="bold")
+    text.append("\n".join([line(header)] + [line(c) for c in cells]))
+    return text
 
 
 def _entered(sub: Any) -> str:
@@ -60,10 +93,23 @@ def _coalloc_section(statuses: list[Any]) -> Table:
     return table
 
 
+def _page_note(queue: Queue, section: str) -> list[Any]:
+    """``rows 51-100 of 100000 idle jobs (...)`` under a section listed in part."""
+    shown, total = len(getattr(queue, section)), queue.count(section)
+    if shown == total or queue.limit is None:
+        return []
+    first = (queue.page - 1) * queue.limit + 1
+    span = f"rows {first}-{first + shown - 1}" if shown else f"no rows on page {queue.page}"
+    more = f"--page {queue.page + 1} for the next, " if first + shown - 1 < total else ""
+    return [Text(f"{span} of {total} {section} jobs ({more}--all for every row)",
+                 style="italic")]
+
+
 def queue_view(queue: Queue) -> Group:
     """showq: ACTIVE JOBS, IDLE JOBS, BLOCKED JOBS, the summary lines and, when there are
-    any, the COALLOCATED JOBS with their subjobs."""
-    d = queue.to_dict()["summary"]
+    any, the COALLOCATED JOBS with their subjobs.  A section listed in part (one page)
+    says which rows it shows and how to see the others."""
+    d = queue.summary()
     plural = lambda n, word: f"{n} {word}{'' if n == 1 else 's'}"  # noqa: E731
     active_line = Text(
         f"{plural(d['active_jobs'], 'Active Job')}   {d['procs_active']} of {d['procs_total']} "
@@ -71,10 +117,13 @@ def queue_view(queue: Queue) -> Group:
         f"{d['nodes_total']} Nodes Active ({d['nodes_percent']:.2f}%)")
     total = Text(f"Total Jobs: {d['total_jobs']}   Active Jobs: {d['active_jobs']}   "
                  f"Idle Jobs: {d['idle_jobs']}   Blocked Jobs: {d['blocked_jobs']}", style="bold")
-    parts: list[Any] = [_queue_section("ACTIVE JOBS", queue.active, True), active_line, Text(),
+    parts: list[Any] = [_queue_section("ACTIVE JOBS", queue.active, True),
+                        *_page_note(queue, "active"), active_line, Text(),
                         _queue_section("IDLE JOBS", queue.idle, False),
+                        *_page_note(queue, "idle"),
                         Text(plural(d["idle_jobs"], "Idle Job")), Text(),
-                        _queue_section("BLOCKED JOBS", queue.blocked, False), Text(), total]
+                        _queue_section("BLOCKED JOBS", queue.blocked, False),
+                        *_page_note(queue, "blocked"), Text(), total]
     if queue.coallocations:
         parts += [Text(), _coalloc_section(queue.coallocations),
                   Text(plural(d["coallocated_jobs"], "Coallocated Job"))]

@@ -3,6 +3,7 @@ registry, iteration triggers and the Grid API, opened lazily and only when neede
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime, timezone
@@ -19,9 +20,19 @@ from grid_tasks.db.errors import DatabaseError
 from grid_tasks.effects import trigger_iteration
 from grid_tasks.errors import GridTasksError
 from grid_tasks.node.registry import NodeRegistry
+from grid_tasks.ops.plan_cache import MAX_AGE, MAX_AGE_ENV, PlanCache, Plans
 from grid_tasks.settings import Settings
 
 _migrated: set[str] = set()
+
+
+def _max_age() -> float:
+    """The plan digest's freshness bound: ``GRID_TASKS_OPS_PLAN_MAX_AGE`` or MAX_AGE."""
+    text = os.environ.get(MAX_AGE_ENV, "").strip()
+    try:
+        return float(text) if text else MAX_AGE
+    except ValueError:
+        raise GridTasksError(f"{MAX_AGE_ENV}={text!r} is not a number of seconds") from None
 
 
 class OpsShell:
@@ -58,6 +69,17 @@ class OpsShell:
         except (GridTasksError, RedisError, OSError):
             return None
         return registry
+
+    def plans(self) -> Plans:
+        """Where this command's RM plans come from: a fresh digest kept in the grid's
+        Redis when there is one (:mod:`grid_tasks.ops.plan_cache`), else made anew.
+        Node liveness comes from the same registry."""
+        registry = self.registry()
+        max_age = _max_age()
+        if registry is None or max_age <= 0:
+            return Plans(registry=registry)
+        return Plans(PlanCache(registry.client, self.settings.database_url, max_age=max_age),
+                     registry)
 
     def trigger(self, rm: str) -> bool:
         """Ask for an iteration of ``rm`` now; False (and no error) when Redis is down."""

@@ -32,6 +32,14 @@ class Plan:
     priorities: list[PriorityBreakdown]
     result: IterationResult | None = None
     started: dict[str, Start] = field(default_factory=dict)
+    #: a plan replayed from a cached digest (:mod:`grid_tasks.ops.plan_cache`) loads no
+    #: idle job: ``idle`` is empty and this names the jobs its idle queue held; None
+    #: when ``idle`` is the whole queue
+    queued: frozenset[str] | None = None
+
+    def in_queue(self, job_id: str) -> bool:
+        """Whether the job waited in the idle queue this plan was made from."""
+        return job_id in self.idle if self.queued is None else job_id in self.queued
 
     @property
     def t(self) -> float:
@@ -39,11 +47,13 @@ class Plan:
         return epoch(self.now)
 
 
-def load_scheduler(session: Session, rm: str, now: datetime, registry: Any = None) -> Scheduler:
+def load_scheduler(session: Session, rm: str, now: datetime, registry: Any = None, *,
+                   idle: bool = True) -> Scheduler:
     """The RM's scheduler with its SQL state (and node liveness from ``registry``);
-    NotFoundError naming the known RMs for an unknown one."""
+    NotFoundError naming the known RMs for an unknown one.  ``idle=False``: without its
+    idle queue (only what holds nodes)."""
     repository.get_rm(session, rm)
-    return load_live_scheduler(session, rm, now=epoch(now), registry=registry)
+    return load_live_scheduler(session, rm, now=epoch(now), registry=registry, idle=idle)
 
 
 def core_view(row: Any) -> Job:

@@ -286,7 +286,7 @@ def _charge_rows(entry: _Usage, session: Session, window: dict[str, Any]) -> int
 
 def load_scheduler(session: Session, rm: str, *, now: float, registry: Any = None,
                    topology: Any = None, observed: bool = False,
-                   idle_if_free: bool = False,
+                   idle_if_free: bool = False, idle: bool = True,
                    config: SchedulerConfig | None = None) -> Scheduler:
     """The Maui core of ``rm`` at ``now`` (POSIX seconds) with its SQL state loaded.
 
@@ -300,6 +300,8 @@ def load_scheduler(session: Session, rm: str, *, now: float, registry: Any = Non
     ``idle_if_free``: leave the idle queue unread when no job could start anyway
     (:meth:`~grid_tasks.maui.Scheduler.nothing_free`, not ``observed``): with a deep queue
     on a full machine, reading and ranking it was most of every iteration's cost.
+    ``idle=False``: never read the idle queue (what holds nodes only): the operator
+    commands replaying a cached plan's decisions need no idle job but the one asked about.
     Raises NotFoundError for an unknown RM.
     """
     # Its reads are Core statements on the session's connection (no ORM layer per
@@ -310,10 +312,10 @@ def load_scheduler(session: Session, rm: str, *, now: float, registry: Any = Non
     nodes = _rm_nodes(session, rm, topology)
     sched = Scheduler(nodes, config)
     _charge_fairshare(sched, session, rm, now)
-    lazy = idle_if_free and not observed
+    lazy = (idle_if_free and not observed) or not idle
     rows = live_jobs(session, rm, idle=not lazy)
     queue = None
-    if lazy:
+    if lazy and idle:
         # The queue is read before the reservations (as live_jobs reads it otherwise):
         # every SELECT sees the newest commit (SQLite outside a write, PostgreSQL's READ
         # COMMITTED), so a reservation made before a job was submitted is then always
@@ -332,7 +334,7 @@ def load_scheduler(session: Session, rm: str, *, now: float, registry: Any = Non
         if state not in USABLE_STATES:
             sched.update_node(name, now, state=state)
     if lazy:
-        if not sched.nothing_free(now):
+        if idle and not sched.nothing_free(now):
             jobs = idle_core_jobs(session, rm, queue)
             sched.submit_many(jobs, now, queue_cache(queue))
         return sched

@@ -17,7 +17,7 @@ from click.testing import CliRunner
 from grid_tasks.cli import main
 from grid_tasks.db import Job, get_engine, migrate, session_factory, sync_topology
 from grid_tasks.embedded.locate import StackLock, announce
-from grid_tasks.embedded.stack import ENV_FILE, read_env_file, write_env_file
+from grid_tasks.embedded.envfile import ENV_FILE, read_env_file, write_env_file
 from grid_tasks.states import JobState
 from grid_tasks.topology import load_topology
 

@@ -1,0 +1,265 @@
+"""The last plan of an RM, kept for the operator commands while it is fresh.
+
+``showq`` orders the idle queue by the scheduler's priority and ``showstart``/``showbf``
+answer on the RM's plan (:func:`~grid_tasks.scheduling.plan.load_plan`).  With a deep
+queue, building that plan (reading every idle job, ranking it, one in-memory
+iteration) costs seconds, and each command is a new process.  So the outcome of a plan
+is kept in Redis (which holds only what may be lost or rebuilt) as a small JSON
+*digest*: every idle job's priority (and submission time, showq's tie-break), the
+jobs the iteration would start and where, and the jobs it reserved for.
+
+**Freshness rule.**  A digest is reused only while both hold:
+
+* the RM's durable state is the one it was made from: the :func:`state_mark` of the
+  RM (its jobs' count, newest id and sum of optimistic-lock versions, which every
+  change of a job row bumps; its reservations, fences, nodes and accounting records;
+  its maui.cfg path and modification time; the database's incarnation; and the nodes
+  the heartbeat registry says are not usable) is unchanged;
+* it is at most :data:`MAX_AGE` seconds old (time alone moves priorities and ends
+  running jobs; Maui's own showq reports its last iteration, up to RMPOLLINTERVAL,
+  60 s by default, old).  ``GRID_TASKS_OPS_PLAN_MAX_AGE`` (seconds) changes it for
+  the operator commands; 0 keeps no plan.
+
+A hit rebuilds the plan's scheduler *without* its idle queue (running jobs, holds and
+fences from SQL: cheap at any depth) and replays the digest's starts and job
+reservations into it, so estimates and free windows see what the full plan saw.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from redis.exceptions import RedisError
+from sqlalchemy import String, bindparam, cast, func, select
+from sqlalchemy.orm import Session
+
+from grid_tasks.db import AccountingRecord, Job as JobRow, Node as NodeRow
+from grid_tasks.db.models import Fence, Reservation as ReservationRow, ResourceManager
+from grid_tasks.maui import ACL, Reservation, Start
+from grid_tasks.maui.model import USABLE_STATES, ReservationKind
+from grid_tasks.scheduling.job_rows import COLUMNS, core_job
+from grid_tasks.scheduling.plan import Plan, load_plan, load_scheduler
+from grid_tasks.utc import epoch, from_epoch
+
+log = logging.getLogger(__name__)
+
+#: Seconds a digest stays usable even when nothing changed (see the freshness rule).
+MAX_AGE = 60.0
+#: Environment variable overriding MAX_AGE for the operator commands.
+MAX_AGE_ENV = "GRID_TASKS_OPS_PLAN_MAX_AGE"
+#: Redis key of an RM's digest: per database (by a hash of its URL) and RM.
+KEY = "grid_tasks:ops:plan:{db}:{rm}"
+
+
+@dataclass
+class PlanDigest:
+    """What the operator commands need of one plan of ``rm``, made at ``made``."""
+
+    rm: str
+    made: float  # POSIX seconds
+    mark: str  # the state_mark it was made under
+    #: idle job id -> (priority, submission time; inf when unknown)
+    ranking: dict[int, tuple[float, float]] = field(default_factory=dict)
+    #: job id -> allocation: the iteration starts it
+    started: dict[int, dict[str, int]] = field(default_factory=dict)
+    #: job id -> (start, end, allocation) of its job reservation
+    reserved: dict[int, tuple[float, float, dict[str, int]]] = field(default_factory=dict)
+
+    def to_json(self) -> str:
+        return json.dumps({
+            "rm": self.rm, "made": self.made, "mark": self.mark,
+            "ranking": [[k, p, s if s != float("inf") else None]
+                        for k, (p, s) in self.ranking.items()],
+            "started": [[k, a] for k, a in self.started.items()],
+            "reserved": [[k, s, e, a] for k, (s, e, a) in self.reserved.items()]},
+            separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> "PlanDigest":
+        d = json.loads(text)
+        inf = float("inf")
+        return cls(d["rm"], float(d["made"]), d["mark"],
+                   {int(k): (float(p), inf if s is None else float(s)) for k, p, s in d["ranking"]},
+                   {int(k): dict(a) for k, a in d["started"]},
+                   {int(k): (float(s), float(e), dict(a)) for k, s, e, a in d["reserved"]})
+
+
+def digest_of(plan: Plan, mark: str) -> PlanDigest:
+    """The digest of a full plan (one made by :func:`load_plan` with its iteration)."""
+    inf = float("inf")
+    ranking = {}
+    for p in plan.priorities:
+        if p.job_id.isdigit():
+            job = plan.idle.get(p.job_id)
+            submit = job.submit_time if job is not None and job.submit_time else inf
+            ranking[int(p.job_id)] = (float(p.total), float(submit))
+    started = {int(k): dict(s.allocation) for k, s in plan.started.items() if k.isdigit()}
+    reserved = {int(r.job_id): (r.start, r.end, dict(r.allocation))
+                for r in plan.scheduler.reservations()
+                if r.kind is ReservationKind.JOB and r.job_id and r.job_id.isdigit()}
+    return PlanDigest(plan.rm, plan.t, mark, ranking, started, reserved)
+
+
+# Built once: the aggregates every showq/showstart reads to tell a fresh digest.
+_JOBS = select(func.count(JobRow.id), func.max(JobRow.id), func.sum(JobRow.version)).where(
+    JobRow.rm == bindparam("rm"))
+_ACCT = select(func.count(AccountingRecord.id), func.max(AccountingRecord.id)).where(
+    AccountingRecord.rm == bindparam("rm"))
+_FENCES = select(func.count(Fence.id), func.max(Fence.id), func.max(Fence.deadline)).where(
+    Fence.rm == bindparam("rm"))
+_RES = select(ReservationRow.id, ReservationRow.kind, ReservationRow.start_time,
+              ReservationRow.end_time, ReservationRow.confirmed,
+              cast(ReservationRow.acl, String), cast(ReservationRow.nodes, String),
+              cast(ReservationRow.resources, String)).where(
+    ReservationRow.rm == bindparam("rm")).order_by(ReservationRow.id)
+_NODES = select(NodeRow.name, NodeRow.procs, NodeRow.memory_mb, NodeRow.disk_mb,
+                NodeRow.swap_mb, cast(NodeRow.features, String)).where(
+    NodeRow.rm == bindparam("rm")).order_by(NodeRow.name)
+_RM = select(ResourceManager.created_at, ResourceManager.policy_file).where(
+    ResourceManager.name == bindparam("rm"))
+
+
+def state_mark(session: Session, rm: str, registry: Any = None) -> str:
+    """A fingerprint of everything a plan of ``rm`` is made from (see the module's
+    freshness rule): equal marks, equal plans (at the same instant)."""
+    conn = session.connection()
+    args = {"rm": rm}
+    rm_row = conn.execute(_RM, args).first()
+    nodes = [tuple(r) for r in conn.execute(_NODES, args)]
+    parts: list[Any] = [
+        str(session.get_bind().url), rm, repr(rm_row), _policy_mtime(rm_row),
+        list(conn.execute(_JOBS, args).first()), list(conn.execute(_ACCT, args).first()),
+        [str(v) for v in conn.execute(_FENCES, args).first()],
+        [[str(v) for v in r] for r in conn.execute(_RES, args)], nodes,
+        _unusable(registry, rm, [n[0] for n in nodes]),
+    ]
+    return hashlib.sha256(json.dumps(parts, default=str).encode()).hexdigest()
+
+
+def _policy_mtime(rm_row: Any) -> float | None:
+    path = None if rm_row is None else rm_row[1]
+    try:
+        return os.stat(path).st_mtime if path else None
+    except OSError:
+        return None
+
+
+def _unusable(registry: Any, rm: str, names: list[str]) -> list[list[str]]:
+    """The nodes the registry reports in any state but their usable ones."""
+    if registry is None:
+        return []
+    return sorted([s.node, s.state.value] for s in registry.statuses([(rm, n) for n in names])
+                  if s.state not in USABLE_STATES)
+
+
+class PlanCache:
+    """Digests of the RMs' last plans in Redis (``client`` None: nothing is kept, every
+    plan is made anew).  A Redis fault reads as a miss and skips the store."""
+
+    def __init__(self, client: Any, database_url: str, *, max_age: float = MAX_AGE) -> None:
+        self.client = client
+        self.max_age = max_age
+        self._db = hashlib.sha256(database_url.encode()).hexdigest()[:16]
+
+    def key(self, rm: str) -> str:
+        return KEY.format(db=self._db, rm=rm)
+
+    def get(self, rm: str, mark: str, now: float) -> PlanDigest | None:
+        """The RM's digest if fresh at ``now`` under ``mark``, else None."""
+        if self.client is None:
+            return None
+        try:
+            raw = self.client.get(self.key(rm))
+        except (RedisError, OSError) as exc:
+            log.debug("plan cache unreadable: %s", exc)
+            return None
+        if raw is None:
+            return None
+        try:
+            digest = PlanDigest.from_json(raw)
+        except (ValueError, KeyError, TypeError):
+            return None  # an older or damaged entry: make the plan anew
+        if digest.mark != mark or not 0 <= now - digest.made <= self.max_age:
+            return None
+        return digest
+
+    def put(self, digest: PlanDigest) -> None:
+        if self.client is None:
+            return
+        try:
+            self.client.set(self.key(digest.rm), digest.to_json(),
+                            ex=max(1, int(self.max_age + 1)))
+        except (RedisError, OSError) as exc:
+            log.debug("plan cache not written: %s", exc)
+
+
+class Plans:
+    """Where the operator commands get an RM's plan or priority ranking: from a fresh
+    cached digest when there is one, else by making the plan (and caching its digest)."""
+
+    def __init__(self, cache: PlanCache | None = None, registry: Any = None) -> None:
+        self.cache = cache
+        self.registry = registry
+        self.hits = 0  # how many answers came from a cached digest (tests, benchmarks)
+
+    def digest(self, session: Session, rm: str, now: datetime) -> tuple[PlanDigest, Plan | None]:
+        """The RM's fresh digest, and the full plan when it had to be made now."""
+        mark = state_mark(session, rm, self.registry) if self.cache is not None else ""
+        found = self.cache.get(rm, mark, epoch(now)) if self.cache is not None else None
+        if found is not None:
+            self.hits += 1
+            return found, None
+        plan = load_plan(session, rm, now, registry=self.registry)
+        made = digest_of(plan, mark)
+        if self.cache is not None:
+            self.cache.put(made)
+        return made, plan
+
+    def ranking(self, session: Session, rm: str, now: datetime) -> dict[int, tuple[float, float]]:
+        """Idle job id -> (priority, submission time) of ``rm``."""
+        return self.digest(session, rm, now)[0].ranking
+
+    def plan(self, session: Session, rm: str, now: datetime) -> Plan:
+        """The RM's plan at ``now``: made anew, or rebuilt from a fresh digest."""
+        digest, plan = self.digest(session, rm, now)
+        return plan if plan is not None else replay(session, digest, now, self.registry)
+
+
+def replay(session: Session, digest: PlanDigest, now: datetime, registry: Any = None) -> Plan:
+    """A plan rebuilt from ``digest``: the scheduler without its idle queue, the digest's
+    starts restored as running from the plan's instant and its job reservations placed."""
+    sched = load_scheduler(session, digest.rm, now, registry, idle=False)
+    t = epoch(now)
+    if sched.pool is not None and digest.reserved:
+        sched._leave_pool(t)  # noqa: SLF001 - job reservations live in the general engine
+    wanted = list(digest.started) + list(digest.reserved)
+    rows = {int(r.id): r for r in session.connection().execute(
+        select(*COLUMNS).where(JobRow.id.in_(wanted)))} if wanted else {}
+    for job_id, alloc in digest.started.items():
+        if job_id in rows:
+            sched.restore_running(core_job(rows[job_id]), min(digest.made, t), alloc, t)
+    for job_id, (start, end, alloc) in digest.reserved.items():
+        if job_id not in rows:
+            continue
+        job = core_job(rows[job_id])
+        res = Reservation(name=f"job.{job.id}", start=start, end=end,
+                          acl=ACL(jobs=frozenset({job.id})), tasks=job.tasks,
+                          procs_per_task=job.procs_per_task, kind=ReservationKind.JOB,
+                          job_id=job.id, allocation=dict(alloc))
+        # (the same placement the iteration made: Scheduler._reserve_job)
+        sched.job_res[job.id] = sched.engine.place(job, start, job.walltime, dict(alloc),
+                                                   running=False, reservation=res)
+    started = {str(k): Start(str(k), digest.made, dict(a)) for k, a in digest.started.items()}
+    return Plan(digest.rm, now, sched, {}, [], None, started,
+                queued=frozenset(str(k) for k in digest.ranking))
+
+
+def made_at(digest: PlanDigest) -> datetime:
+    """When the digest's plan was made."""
+    return from_epoch(digest.made)
