@@ -17,7 +17,7 @@ from sqlalchemy import text
 
 from grid_tasks.db.engine import make_engine
 from grid_tasks.embedded.redis_server import RedisServer
-from grid_tasks.embedded.stack import write_env_file
+from grid_tasks.embedded.envfile import write_env_file
 from grid_tasks.embedded.supervisor import Supervisor
 from grid_tasks.private_files import StateDirError, private_dir, private_file
 from grid_tasks.schedmods.logrotate import RotatingLog

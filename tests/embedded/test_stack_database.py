@@ -16,7 +16,8 @@ from sqlalchemy.engine import make_url
 from grid_tasks import db
 from grid_tasks.db.testing import postgres_test_url, temporary_database
 from grid_tasks.embedded.database import check_database_url
-from grid_tasks.embedded.stack import EmbeddedStack, StackOptions, read_env_file
+from grid_tasks.embedded.envfile import read_env_file
+from grid_tasks.embedded.stack import EmbeddedStack, StackOptions
 from grid_tasks.errors import ConfigError
 from tests.conftest import CONFIG_DIR
 from tests.waiting import until
