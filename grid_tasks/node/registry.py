@@ -160,6 +160,44 @@ class NodeRegistry:
                                                    "stopped_at": repr(now)})
             pipe.execute()
 
+    # -- many identities of one process (the scale harness): one round trip each -----
+    def register_many(self, nodes: list[tuple[str, str, dict[str, Any]]],
+                      facts: dict[str, Any], source: str, now: float) -> None:
+        """:meth:`register` for every ``(rm, node, resources)``, pipelined."""
+        with _connectivity(self.client):
+            pipe = self.client.pipeline(transaction=False)
+            for rm, node, resources in nodes:
+                pipe.hset(node_key(rm, node), mapping={
+                    "resources": json.dumps(resources), "facts": json.dumps(facts),
+                    "source": source, "status": "Up", "registered_at": repr(now)})
+                pipe.sadd(NODES_SET, f"{rm}/{node}")
+            pipe.execute()
+        self.heartbeat_many([(rm, node, 0) for rm, node, _ in nodes], now)
+
+    def heartbeat_many(self, beats: list[tuple[str, str, int]], now: float
+                       ) -> list[tuple[str, str]]:
+        """:meth:`heartbeat` for every ``(rm, node, active)`` in one pipelined round
+        trip; the nodes that were not alive before (first beat, or back)."""
+        with _connectivity(self.client):
+            pipe = self.client.pipeline(transaction=False)
+            for rm, node, active in beats:
+                pipe.exists(alive_key(rm, node))
+                pipe.set(alive_key(rm, node), json.dumps({"at": now, "active": active}),
+                         px=self.ttl_ms)
+                pipe.hset(node_key(rm, node), "last_heartbeat", repr(now))
+            replies = pipe.execute()
+        return [(rm, node) for i, (rm, node, _) in enumerate(beats) if not replies[3 * i]]
+
+    def mark_down_many(self, nodes: list[tuple[str, str]], now: float) -> None:
+        """:meth:`mark_down` for every ``(rm, node)``, pipelined."""
+        with _connectivity(self.client):
+            pipe = self.client.pipeline(transaction=False)
+            for rm, node in nodes:
+                pipe.delete(alive_key(rm, node))
+                pipe.hset(node_key(rm, node), mapping={"status": NodeState.DOWN.value,
+                                                       "stopped_at": repr(now)})
+            pipe.execute()
+
     def status(self, rm: str, node: str) -> NodeStatus:
         """The current status of one node (Unknown if never registered)."""
         return self.statuses([(rm, node)])[0]
