@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import shutil
 import tempfile
@@ -84,15 +85,24 @@ def start_stack(console: Console, options: StackOptions) -> EmbeddedStack:
 @click.option("--flower-port", type=click.IntRange(1, 65535), help="Flower port (default: free).")
 @click.option("--for", "duration", type=click.FloatRange(min=0), metavar="SECONDS",
               help="Stop after SECONDS instead of waiting for Ctrl-C.")
+@click.option("--node-harness", type=click.IntRange(min=0), default=0, metavar="K",
+              help="Scale testing: K harness processes serve all the nodes between them "
+                   "(each node keeps its own queue, registration and heartbeat) instead of "
+                   "one node daemon per node [default: 0, real daemons].")
+@click.option("--harness-jobs", type=click.Choice(["real", "standin"]), default="real",
+              show_default=True, help="With --node-harness: run jobs for real, or report "
+              "them started and exited at once (the grid's own costs alone).")
 def up(topology: Path | None, state_dir: Path | None, heartbeat: float, flower: bool,
-       flower_port: int | None, duration: float | None) -> None:
+       flower_port: int | None, duration: float | None, node_harness: int,
+       harness_jobs: str) -> None:
     """Run a whole grid here: private Redis, SQLite, scheduler with beat, node daemons.
 
     Prints the GRID_TASKS_* variables that let other terminals use the grid
     (e.g. ``grid-tasks nodes``).  Ctrl-C or SIGTERM stops every process.
     """
     console = Console()
-    options = _options(topology, state_dir, flower, flower_port, heartbeat)
+    options = dataclasses.replace(_options(topology, state_dir, flower, flower_port, heartbeat),
+                                  node_harness=node_harness, harness_jobs=harness_jobs)
     with stop_on_signals():
         started = time.monotonic()
         stack = start_stack(console, options)
