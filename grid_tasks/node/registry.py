@@ -213,13 +213,18 @@ class NodeRegistry:
         return [_status(rm, node, _decode_hash(raw[2 * i]), _json(raw[2 * i + 1]))
                 for i, (rm, node) in enumerate(names)]
 
-    def list_nodes(self, topology: GridTopology | None = None) -> list[NodeStatus]:
-        """Every registered node plus every node of ``topology``, sorted by rm and node."""
+    def list_nodes(self, topology: GridTopology | None = None,
+                   rm: str | None = None) -> list[NodeStatus]:
+        """Every registered node plus every node of ``topology``, sorted by rm and node;
+        with ``rm``, that RM's only (its statuses alone are read: on a grid of 1,000
+        nodes over 10 RMs a tenth of the round trip)."""
         with _connectivity(self.client):
             members = {m.decode() for m in self.client.smembers(NODES_SET)}
         names = {tuple(m.split("/", 1)) for m in members}
+        if rm is not None:
+            names = {n for n in names if n[0] == rm}
         if topology is not None:
-            names |= {(n.rm, n.name) for n in topology.iter_nodes()}
+            names |= {(n.rm, n.name) for n in topology.iter_nodes() if rm in (None, n.rm)}
         found = self.statuses(sorted(names))  # type: ignore[arg-type]
         if topology is None:
             return found
