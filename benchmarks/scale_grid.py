@@ -65,6 +65,10 @@ class Point:
     throughput: float = 0.0        # jobs/s, first submission to all terminal
     p50_s: float = 0.0
     p95_s: float = 0.0
+    #: CPU per job of the shared services and of the harnesses over the load window
+    #: (CPU time, not wall: less sensitive than jobs/s to what else the machine runs)
+    shared_ms_job: float = 0.0
+    harness_ms_job: float = 0.0
     ok: bool = False
     notes: list[str] = field(default_factory=list)
 
@@ -177,9 +181,14 @@ def measure(nodes: int, db: str, *, jobs: int, harness: int, idle_s: float,
         point.redis_clients = int(client.info("clients")["connected_clients"])
         client.close()
         point.harness_rss_mb = _harness_rss(stack)
-        clients = 4
+        clients, meter = 4, CpuMeter(stack)
+        before = meter.sample()
         result = run_load(stack.settings, clients, jobs // clients,
                           rms=[f"r{r:02d}" for r in range(RMS)], timeout=3600)
+        after = meter.sample()
+        spent = {k: after[k] - before.get(k, 0.0) for k in after}
+        point.shared_ms_job = 1e3 * sum(spent.get(k, 0.0) for k in SHARED) / jobs
+        point.harness_ms_job = 1e3 * spent.get("node daemons", 0.0) / jobs
         point.throughput, point.ok = result.throughput, result.ok
         lat = _latencies(stack.settings)
         if lat:
@@ -194,21 +203,34 @@ def measure(nodes: int, db: str, *, jobs: int, harness: int, idle_s: float,
 
 HEADER = (f"{'nodes':>6} {'db':<9} {'start s':>8} {'db prep':>8} {'redis cl':>9} "
           f"{'idle shared':>12} {'idle harn.':>11} {'harn. MB':>9} {'jobs':>6} "
-          f"{'jobs/s':>7} {'p50 s':>6} {'p95 s':>6}")
+          f"{'jobs/s':>7} {'p50 s':>6} {'p95 s':>6} {'shared ms/job':>14} "
+          f"{'harn. ms/job':>13}")
 
 
 def row(p: Point) -> str:
     return (f"{p.nodes:>6} {p.db:<9} {p.start_s:>8.1f} {p.db_prep_s:>8.1f} "
             f"{p.redis_clients:>9} {p.idle_shared_pct:>11.1f}% {p.idle_harness_pct:>10.1f}% "
             f"{p.harness_rss_mb:>9.0f} {p.jobs:>6} {p.throughput:>7.1f} {p.p50_s:>6.2f} "
-            f"{p.p95_s:>6.2f}{'' if p.ok else '  NOT ALL ACCOUNTED'}")
+            f"{p.p95_s:>6.2f} {p.shared_ms_job:>14.1f} {p.harness_ms_job:>13.1f}"
+            f"{'' if p.ok else '  NOT ALL ACCOUNTED'}")
+
+
+def _median(points: list[Point]) -> Point:
+    """A point whose every figure is the median over ``points`` (rounds of one size)."""
+    out = Point(points[0].nodes, points[0].db, ok=all(p.ok for p in points))
+    for name in ("start_s", "redis_clients", "idle_shared_pct", "throughput", "p50_s",
+                 "p95_s", "shared_ms_job"):
+        setattr(out, name, statistics.median(getattr(p, name) for p in points))
+    return out
 
 
 def ratios(points: list[Point]) -> list[str]:
-    """Each point's figures as ratios to the smallest grid of the same database."""
+    """Each size's figures (median over rounds) as ratios to the smallest grid of the
+    same database."""
     out = []
     for db in dict.fromkeys(p.db for p in points):
-        mine = sorted((p for p in points if p.db == db), key=lambda p: p.nodes)
+        sizes = sorted({p.nodes for p in points if p.db == db})
+        mine = [_median([p for p in points if p.db == db and p.nodes == n]) for n in sizes]
         base = mine[0]
         for p in mine[1:]:
             def r(a: float, b: float) -> str:
@@ -221,7 +243,8 @@ def ratios(points: list[Point]) -> list[str]:
                        f"{r(p.idle_shared_pct, base.idle_shared_pct)}, throughput "
                        f"{r(p.throughput, base.throughput)} ({verdict} the >= "
                        f"{TARGET_RATIO:.0%} target), p50 {r(p.p50_s, base.p50_s)}, "
-                       f"p95 {r(p.p95_s, base.p95_s)}")
+                       f"p95 {r(p.p95_s, base.p95_s)}, shared CPU per job "
+                       f"{r(p.shared_ms_job, base.shared_ms_job)}")
     return out
 
 
@@ -235,6 +258,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--harness", type=int, default=2,
                         help="harness processes serving the nodes (same for every point)")
     parser.add_argument("--idle", type=float, default=15.0, help="idle window, seconds")
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="measure the sizes in turn this many times (ratios of medians: "
+                             "on a shared machine the load moves between points)")
 
 
 def run(args: argparse.Namespace) -> list[Point]:
@@ -251,7 +277,7 @@ def run(args: argparse.Namespace) -> list[Point]:
     with tempfile.TemporaryDirectory(prefix="bench-scale-") as tmp:
         for db in args.db.split(","):
             with _database(db) as url:
-                for n in sizes:
+                for n in [n for _ in range(args.rounds) for n in sizes]:
                     p = measure(n, db, jobs=jobs, harness=args.harness, idle_s=idle,
                                 database_url=url, work=Path(tmp))
                     points.append(p)
