@@ -144,6 +144,17 @@ def _recorded_nodes(settings) -> set[str]:
             Node.rm == RM, Node.last_seen.is_not(None))))
 
 
+def _node_check(settings, node: str) -> dict:
+    from grid_tasks.celery_app import create_app
+    from grid_tasks.node.tasks import NODE_CHECK, check_options
+
+    app = create_app(settings)
+    try:
+        return app.send_task(NODE_CHECK, **check_options(RM, node)).get(timeout=30)
+    finally:
+        app.close()
+
+
 def test_identities_register_beat_run_a_job_through_the_stand_in_and_go_unknown(
         harness_settings, processes):
     from grid_tasks.client import Grid
@@ -160,6 +171,8 @@ def test_identities_register_beat_run_a_job_through_the_stand_in_and_go_unknown(
                       registry.statuses([(RM, n) for n in NODES])), 10, "a second beat each")
     until(lambda: _recorded_nodes(settings) == set(NODES), 30,
           "the gatekeeper to record all 20 registrations")
+    answer = _node_check(settings, "h07")  # routed to that identity's own queue
+    assert (answer["queue"], answer["served_by"]["node"]) == (f"node.{RM}.h07", "h07")
 
     with Grid(settings) as grid:
         job = grid.submit("&(executable=/bin/no-such-program)(count=1)", rm=RM).id
