@@ -56,6 +56,7 @@ class Point:
     nodes: int
     db: str
     start_s: float = 0.0
+    settle_s: float = 0.0          # after start: until every worker has connected
     db_prep_s: float = 0.0
     redis_clients: int = 0
     idle_shared_pct: float = 0.0   # % of one core
@@ -136,6 +137,23 @@ def _idle(stack: _Stack, window: float) -> tuple[float, float]:
     return 100 * shared / window, 100 * spent.get("node daemons", 0.0) / window
 
 
+def _clients(client: redis.Redis) -> int:
+    return int(client.info("clients")["connected_clients"])
+
+
+def _settled(client: redis.Redis, steady_s: float = 4.0, limit_s: float = 300.0) -> float:
+    """Seconds until the Redis client count stops changing for ``steady_s`` (the
+    workers connect lazily, seconds after the nodes registered on a loaded machine)."""
+    began = time.monotonic()
+    last, since = _clients(client), time.monotonic()
+    while time.monotonic() - since < steady_s and time.monotonic() - began < limit_s:
+        time.sleep(0.5)
+        now = _clients(client)
+        if now != last:
+            last, since = now, time.monotonic()
+    return time.monotonic() - began
+
+
 def _latencies(settings: Settings) -> list[float]:
     """submit→ACTIVE of every job that went ACTIVE (seconds, from SQL history)."""
     from sqlalchemy import select
@@ -175,11 +193,13 @@ def measure(nodes: int, db: str, *, jobs: int, harness: int, idle_s: float,
     stack.database_url = database_url
     try:
         point.start_s, point.db_prep_s = _started(stack)
-        time.sleep(min(5.0, idle_s))  # registrations recorded, first iterations done
-        point.idle_shared_pct, point.idle_harness_pct = _idle(stack, idle_s)
         client = redis.Redis.from_url(stack.redis.url(0))
-        point.redis_clients = int(client.info("clients")["connected_clients"])
-        client.close()
+        try:
+            point.settle_s = _settled(client)
+            point.idle_shared_pct, point.idle_harness_pct = _idle(stack, idle_s)
+            point.redis_clients = _clients(client)
+        finally:
+            client.close()
         point.harness_rss_mb = _harness_rss(stack)
         clients, meter = 4, CpuMeter(stack)
         before = meter.sample()
@@ -201,14 +221,14 @@ def measure(nodes: int, db: str, *, jobs: int, harness: int, idle_s: float,
     return point
 
 
-HEADER = (f"{'nodes':>6} {'db':<9} {'start s':>8} {'db prep':>8} {'redis cl':>9} "
+HEADER = (f"{'nodes':>6} {'db':<9} {'start s':>8} {'settle':>7} {'db prep':>8} {'redis cl':>9} "
           f"{'idle shared':>12} {'idle harn.':>11} {'harn. MB':>9} {'jobs':>6} "
           f"{'jobs/s':>7} {'p50 s':>6} {'p95 s':>6} {'shared ms/job':>14} "
           f"{'harn. ms/job':>13}")
 
 
 def row(p: Point) -> str:
-    return (f"{p.nodes:>6} {p.db:<9} {p.start_s:>8.1f} {p.db_prep_s:>8.1f} "
+    return (f"{p.nodes:>6} {p.db:<9} {p.start_s:>8.1f} {p.settle_s:>7.1f} {p.db_prep_s:>8.1f} "
             f"{p.redis_clients:>9} {p.idle_shared_pct:>11.1f}% {p.idle_harness_pct:>10.1f}% "
             f"{p.harness_rss_mb:>9.0f} {p.jobs:>6} {p.throughput:>7.1f} {p.p50_s:>6.2f} "
             f"{p.p95_s:>6.2f} {p.shared_ms_job:>14.1f} {p.harness_ms_job:>13.1f}"
