@@ -144,7 +144,9 @@ class ResourceManagerSpec:
         found = self._by_name.get(name)
         if found is not None:
             return found
-        known = compress([n.name for n in self.nodes]) or "none"
+        names = [n.name for n in self.nodes]
+        # a large RM's names in their short form (n[001-100]), a small one's spelled out
+        known = (compress(names) if len(names) > 10 else ", ".join(names)) or "none"
         raise NotFoundError(f"unknown node {name!r} in resource manager {self.name!r} "
                             f"(known: {known})")
 
