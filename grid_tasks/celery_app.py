@@ -24,6 +24,7 @@ Run a worker with ``celery -A grid_tasks.celery_app worker`` (settings from
 from __future__ import annotations
 
 import logging
+import os
 import sys
 from typing import Any
 
@@ -34,7 +35,7 @@ from celery.signals import beat_init, worker_init
 from celery.worker.request import Request
 
 from grid_tasks.errors import ConfigError, ConnectivityError, GridTasksError
-from grid_tasks.node import daemon
+from grid_tasks.node import daemon, harness
 # re-exported: callers know the queue names as the app's
 from grid_tasks.queues import (  # noqa: F401
     HOUSEKEEPING_TASKS,
@@ -297,6 +298,7 @@ def create_app(settings: Settings | None = None, *, main: str = "grid_tasks",
             raise
         _refuse_to_work(app, exc)
     daemon.install(app)  # node daemon lifecycle (registration, heartbeats)
+    harness.install(app)  # the scale harness's (inert unless asked for)
     return app
 
 
@@ -311,7 +313,9 @@ def _serves_only_a_node(app: Celery) -> bool:
     names its node in the environment before making the app; one that also serves the
     scheduler queue includes every module itself)."""
     rm, node = daemon.node_identity(app)
-    return bool(rm and node)
+    # the variable's presence only: a malformed one is reported by the worker, not here
+    return bool(rm and node or app.conf.get("grid_tasks_harness")
+                or os.environ.get(harness.ENV_HARNESS))
 
 
 def _refuse_to_work(app: Celery, exc: ConfigError) -> None:

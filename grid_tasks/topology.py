@@ -17,6 +17,9 @@ surely misspelt, such as ``memroy_mb``; RM-level attributes are inherited by its
     arch = "x86_64"
     os = "linux"
 
+    [rm.rmA.node."n[001-100]"]         # a range: 100 identical nodes n001 ... n100
+    procs = 8
+
 A Slurm cluster is a resource manager of its own kind: Slurm schedules it and knows
 its nodes, so its table names how to reach it instead of listing nodes::
 
@@ -40,11 +43,13 @@ import tomllib
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
+from functools import cached_property
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
 from grid_tasks.errors import ConfigError, NotFoundError
+from grid_tasks.hostlist import HostlistError, compress, expand
 from grid_tasks.tomlpos import hostile_value_error, locate_key, syntax_error
 
 __all__ = ["GridTopology", "NodeSpec", "RMKind", "ResourceManagerSpec", "SlurmSpec",
@@ -129,12 +134,19 @@ class ResourceManagerSpec:
     kind: RMKind = RMKind.MAUI
     slurm: SlurmSpec | None = None
 
+    @cached_property
+    def _by_name(self) -> dict[str, NodeSpec]:
+        return {node.name: node for node in self.nodes}
+
     def node(self, name: str) -> NodeSpec:
-        """The node called ``name``; :class:`NotFoundError` if it is not in this RM."""
-        for node in self.nodes:
-            if node.name == name:
-                return node
-        known = ", ".join(n.name for n in self.nodes) or "none"
+        """The node called ``name``; :class:`NotFoundError` if it is not in this RM
+        (a dictionary look-up: a harness of 1,000 identities looks each one up)."""
+        found = self._by_name.get(name)
+        if found is not None:
+            return found
+        names = [n.name for n in self.nodes]
+        # a large RM's names in their short form (n[001-100]), a small one's spelled out
+        known = (compress(names) if len(names) > 10 else ", ".join(names)) or "none"
         raise NotFoundError(f"unknown node {name!r} in resource manager {self.name!r} "
                             f"(known: {known})")
 
@@ -270,7 +282,8 @@ class _Builder:
                 raise self.error(f"{key!r} is for a Slurm cluster: add kind = \"slurm\"",
                                  path + (key,))
         attrs = self.attributes(body, path, skip=set(RM_KEYS), schema=RM_KEYS + NODE_KEYS)
-        nodes = tuple(self.build_node(name, n, b, attrs) for n, b in nodes_body.items())
+        nodes = tuple(self.build_node(name, n, b, attrs, key) for key, b in nodes_body.items()
+                      for n in self.node_names(name, key))
         if not nodes:
             raise self.error(f"resource manager {name!r} has no nodes", path)
         policy_path = None if policy is None else self._resolve(policy)
@@ -314,9 +327,19 @@ class _Builder:
         p = Path(policy).expanduser()
         return p if p.is_absolute() else self.base_dir / p
 
+    def node_names(self, rm: str, key: str) -> list[str]:
+        """The node names of table ``key``: one, or a range such as ``n[001-100]``
+        (a large cluster's identical nodes in one table)."""
+        if "[" not in key:
+            return [key]
+        try:
+            return expand(key)
+        except HostlistError as exc:
+            raise self.error(str(exc), ("rm", rm, "node", key)) from None
+
     def build_node(self, rm: str, name: str, body: Any,
-                   inherited: Mapping[str, AttrValue]) -> NodeSpec:
-        path = ("rm", rm, "node", name)
+                   inherited: Mapping[str, AttrValue], key: str | None = None) -> NodeSpec:
+        path = ("rm", rm, "node", key or name)
         self.check_name(name, "node", path)
         if not isinstance(body, dict):
             raise self.error(f"node {name!r} must be a table", path)

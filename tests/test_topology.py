@@ -303,3 +303,40 @@ def test_slurm_declarations_are_checked_with_their_line(change, message, line):
         parse_topology("[rm.s]\n" + change, "grid.toml")
     assert message in str(err.value)
     assert err.value.line == line
+
+
+def test_a_node_range_is_one_table_for_many_identical_nodes():
+    topo = parse_topology('[rm.big]\nsite = "x"\n[rm.big.node."n[001-100]"]\nprocs = 4\n'
+                          'features = ["fast"]\n[rm.big.node.login]\nprocs = 1\n')
+    names = [n.name for n in topo.rm("big").nodes]
+    assert names[:2] == ["n001", "n002"] and names[99] == "n100" and names[-1] == "login"
+    assert topo.node("big", "n057").procs == 4 and topo.node("big", "n057").features == ("fast",)
+    assert topo.node("big", "n057").attributes["site"] == "x"
+    with pytest.raises(NotFoundError, match=r"known: n\[001-100\],login"):
+        topo.node("big", "n101")  # the known names in their short form
+
+
+@pytest.mark.parametrize("text,words", [
+    ('[rm.a.node."n[3-1]"]\nprocs = 1\n', "backwards"),
+    ('[rm.a.node."n[1-2]"]\nprocs = 1\n[rm.a.node.n2]\nprocs = 1\n', "duplicate node name"),
+    ('[rm.a.node."n[1-x]"]\nprocs = 1\n', "whole numbers"),
+])
+def test_a_bad_node_range_is_a_config_error(text, words):
+    with pytest.raises(ConfigError, match=words):
+        parse_topology("[rm.a]\n" + text)
+
+
+def test_a_thousand_node_topology_loads_fast(tmp_path):
+    import time
+
+    text = "".join(f'[rm.r{r}]\n[rm.r{r}.node."r{r}n[001-100]"]\nprocs = 2\n'
+                   for r in range(10))
+    spelled = "".join(f"[rm.r{r}]\n" + "".join(f"[rm.r{r}.node.r{r}n{n:03d}]\nprocs = 2\n"
+                                               for n in range(1, 101)) for r in range(10))
+    for body in (text, spelled):
+        started = time.perf_counter()
+        topo = parse_topology(body)
+        for spec in topo.iter_nodes():
+            topo.node(spec.rm, spec.name)
+        assert sum(1 for _ in topo.iter_nodes()) == 1000
+        assert time.perf_counter() - started < 1.0  # ~0.06 s measured

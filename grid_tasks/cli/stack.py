@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import shutil
 import tempfile
@@ -95,9 +96,16 @@ def start_stack(console: Console, options: StackOptions) -> EmbeddedStack:
               "postgresql+psycopg://grid@dbhost/grid (migrated once at start), default a "
               "SQLite file in the state dir.  Give a password through the environment "
               "variable, not here: a command line is visible to every user.")
+@click.option("--node-harness", type=click.IntRange(min=0), default=0, metavar="K",
+              help="Scale testing: K harness processes serve all the nodes between them "
+                   "(each node keeps its own queue, registration and heartbeat) instead of "
+                   "one node daemon per node [default: 0, real daemons].")
+@click.option("--harness-jobs", type=click.Choice(["real", "standin"]), default="real",
+              show_default=True, help="With --node-harness: run jobs for real, or report "
+              "them started and exited at once (the grid's own costs alone).")
 def up(topology: Path | None, state_dir: Path | None, heartbeat: float, flower: bool,
        flower_port: int | None, duration: float | None, slurm: bool,
-       database_url: str | None) -> None:
+       database_url: str | None, node_harness: int, harness_jobs: str) -> None:
     """Run a whole grid here: private Redis, a database (SQLite, or PostgreSQL with
     --database-url), scheduler with beat, node daemons (and a Slurm cluster with --slurm).
 
@@ -106,8 +114,10 @@ def up(topology: Path | None, state_dir: Path | None, heartbeat: float, flower: 
     """
     console = Console()
     _warn_password_in_argv(console, database_url)
-    options = _options(topology, state_dir, flower, flower_port, heartbeat,
-                       slurm_required=slurm, database_url=database_url)
+    options = dataclasses.replace(
+        _options(topology, state_dir, flower, flower_port, heartbeat,
+                 slurm_required=slurm, database_url=database_url),
+        node_harness=node_harness, harness_jobs=harness_jobs)
     with stop_on_signals():
         started = time.monotonic()
         stack = start_stack(console, options)

@@ -12,9 +12,13 @@ from celery.bin.celery import celery
 from grid_tasks.celery_app import (
     SCHEDULER_QUEUE, check_connectivity, create_app, gatekeeper_queue, node_queue,
 )
-from grid_tasks.errors import ConfigError
+from grid_tasks.errors import ConfigError, GridTasksError
+from grid_tasks.hostlist import expand
 from grid_tasks.ha.config import SCHEDULER_CLASS, BeatOptions, beat_config
 from grid_tasks.node import heap
+from grid_tasks.node.harness import (
+    ENV_HARNESS, ENV_HARNESS_JOBS, HarnessSpec, JobsMode, check_identities, parse_identities,
+)
 from grid_tasks.private_files import private_dir
 from grid_tasks.security.startup import check_node_account
 from grid_tasks.settings import Settings
@@ -27,6 +31,9 @@ from grid_tasks.topology import load_topology
 #: processes started milliseconds later (bench_duroc).  Gatekeepers and schedulers keep
 #: threads: DUROC subjob watchers and iterations block on Redis and SQL side by side.
 NODE_POOL, DEFAULT_POOL = "solo", "threads"
+#: A scale harness serves many identities: launches of different ones overlap (their
+#: reports then leave in one batch) instead of queueing behind one another.
+HARNESS_POOL, HARNESS_CONCURRENCY = "threads", 4
 
 
 def default_pool(rm: str | None, node: str | None) -> str:
@@ -36,9 +43,12 @@ def default_pool(rm: str | None, node: str | None) -> str:
 
 def worker_argv(*, rm: str | None, node: str | None, scheduler: bool, gatekeepers: bool,
                 beat: bool, settings: Settings, pool: str | None, concurrency: int | None,
-                loglevel: str, extra: tuple[str, ...] = ()) -> list[str]:
+                loglevel: str, extra: tuple[str, ...] = (),
+                harness: HarnessSpec | None = None) -> list[str]:
     """The ``celery worker`` arguments for this role (without the program name);
     ``pool`` None: the role's :func:`default_pool`."""
+    if harness is not None:
+        return harness_argv(harness, pool, concurrency, loglevel, extra)
     pool = pool or default_pool(rm, node)
     queues: list[str] = []
     if scheduler:
@@ -68,6 +78,38 @@ def worker_argv(*, rm: str | None, node: str | None, scheduler: bool, gatekeeper
     return argv + list(extra)
 
 
+def harness_argv(spec: HarnessSpec, pool: str | None, concurrency: int | None,
+                 loglevel: str, extra: tuple[str, ...] = ()) -> list[str]:
+    """``celery worker`` arguments of a scale harness: every identity's node queue."""
+    queues = [node_queue(rm, node) for rm, node in spec.identities]
+    rm, node = spec.identities[0]
+    return ["worker", "-Q", ",".join(queues), "-n", f"harness.{node}.{rm}@%h",
+            "-P", pool or HARNESS_POOL, "-c", str(concurrency or HARNESS_CONCURRENCY),
+            "-l", loglevel, "-E", "--without-mingle", "--without-gossip", *extra]
+
+
+def harness_spec_of(rm: str | None, nodes: str | None, jobs: str,
+                    settings: Settings) -> HarnessSpec:
+    """The harness ``--rm``/``--nodes``/``--jobs`` ask for: ``--nodes`` a node list of
+    ``--rm`` (default: all its nodes) or ``RM:NODES;RM2:NODES``; checked against the
+    topology (a UsageError names what is wrong)."""
+    try:
+        if nodes and ":" in nodes:
+            identities = parse_identities(nodes)
+        elif rm:
+            names = expand(nodes) if nodes else [n.name for n in
+                                                 load_topology(settings.topology_file).rm(rm).nodes]
+            identities = [(rm, name) for name in names]
+        else:
+            raise click.UsageError("--harness needs --rm RM [--nodes LIST] or "
+                                   "--nodes 'RM:LIST;RM2:LIST'")
+        spec = HarnessSpec(tuple(identities), JobsMode(jobs))
+        check_identities(load_topology(settings.topology_file), spec)
+    except GridTasksError as exc:
+        raise click.UsageError(str(exc)) from None
+    return spec
+
+
 def configured_app(settings: Settings, *, beat: bool) -> Any:
     """The worker's Celery app; with ``beat`` configured for the HA beat scheduler
     (``GRID_TASKS_BEAT_*`` lease options)."""
@@ -81,6 +123,17 @@ def configured_app(settings: Settings, *, beat: bool) -> Any:
 @click.command()
 @click.option("--rm", "rm", metavar="RM", help="Resource manager this worker serves.")
 @click.option("--node", metavar="NODE", help="Node of --rm: run as that node's daemon.")
+@click.option("--harness", is_flag=True,
+              help="Scale harness (tests and benchmarks): one process serving many node "
+                   "identities (--rm RM --nodes 'n[001-100]'), each with its own queue, "
+                   "registration and heartbeat.")
+@click.option("--nodes", metavar="LIST",
+              help="With --harness: node list of --rm (default: all its nodes), or "
+                   "'RM:LIST;RM2:LIST'.")
+@click.option("--jobs", type=click.Choice([m.value for m in JobsMode]),
+              default=JobsMode.REAL.value, show_default=True,
+              help="With --harness: run job parts for real, or stand in for them (reported "
+                   "started and exited 0 at once: the grid's own costs alone).")
 @click.option("--scheduler", is_flag=True, help="Consume the scheduler queue.")
 @click.option("--gatekeepers", is_flag=True,
               help="With --scheduler: also serve every RM's gatekeeper queue (small grids).")
@@ -97,9 +150,10 @@ def configured_app(settings: Settings, *, beat: bool) -> Any:
 @click.option("--check/--no-check", default=True, show_default=True,
               help="Check broker and Redis (and, for --scheduler, the database) first.")
 @click.argument("celery_args", nargs=-1, type=click.UNPROCESSED)
-def worker(rm: str | None, node: str | None, scheduler: bool, gatekeepers: bool, beat: bool,
-           topology: Path | None, pool: str | None, concurrency: int | None, loglevel: str,
-           check: bool, celery_args: tuple[str, ...]) -> None:
+def worker(rm: str | None, node: str | None, harness: bool, nodes: str | None, jobs: str,
+           scheduler: bool, gatekeepers: bool, beat: bool, topology: Path | None,
+           pool: str | None, concurrency: int | None, loglevel: str, check: bool,
+           celery_args: tuple[str, ...]) -> None:
     """Run a worker: node daemon (--rm RM --node NODE), gatekeeper (--rm RM) or scheduler.
 
     A node daemon registers its resources (as configured in the topology) and
@@ -113,17 +167,31 @@ def worker(rm: str | None, node: str | None, scheduler: bool, gatekeepers: bool,
       grid-tasks worker --rm rmA                  rmA's GRAM gatekeeper (gram.rmA)
       grid-tasks worker --scheduler --beat        scheduler queue and beat
       grid-tasks worker --rm rmA -- --autoscale=4,1
+      grid-tasks worker --harness --rm rmA --nodes 'n[001-100]' --jobs standin
     """
     if topology is not None:
         os.environ["GRID_TASKS_TOPOLOGY"] = str(topology)
     settings = Settings.from_env()
-    _validate(rm, node, scheduler, gatekeepers, settings)
+    spec = None
+    if harness:
+        if node or scheduler or gatekeepers or beat:
+            raise click.UsageError("--harness serves node identities only (no --node, "
+                                   "--scheduler, --gatekeepers or --beat)")
+        spec = harness_spec_of(rm, nodes, jobs, settings)
+        check_node_account(settings.gridmap_file, settings.single_user)
+    else:
+        if nodes:
+            raise click.UsageError("--nodes goes with --harness")
+        _validate(rm, node, scheduler, gatekeepers, settings)
     argv = worker_argv(rm=rm, node=node, scheduler=scheduler, gatekeepers=gatekeepers,
                        beat=beat, settings=settings, pool=pool, concurrency=concurrency,
-                       loglevel=loglevel, extra=celery_args)
+                       loglevel=loglevel, extra=celery_args, harness=spec)
     # The node daemon bootstep reads its identity from these (also for plain `celery worker`).
-    os.environ.pop("GRID_TASKS_RM", None)
-    os.environ.pop("GRID_TASKS_NODE", None)
+    for name in ("GRID_TASKS_RM", "GRID_TASKS_NODE", ENV_HARNESS, ENV_HARNESS_JOBS):
+        os.environ.pop(name, None)
+    if spec is not None:
+        os.environ.update(spec.to_env())  # the harness bootstep's identities
+        rm = None  # not a gatekeeper: the identities are its only queues
     if rm:
         os.environ["GRID_TASKS_RM"] = rm
     if node:

@@ -40,6 +40,7 @@ from grid_tasks.embedded.supervisor import Supervisor
 from grid_tasks.errors import GridTasksError
 from grid_tasks.ha.launch import beat_commands
 from grid_tasks.metrics.server import start_metrics_server
+from grid_tasks.node.harness import format_identities
 from grid_tasks.node.registry import NodeRegistry, NodeStatus
 from grid_tasks.private_files import private_dir
 from grid_tasks.security.config import SigningSettings
@@ -80,6 +81,11 @@ class StackOptions:
     #: the grid's database (SQLAlchemy URL: SQLite or PostgreSQL); None: SQLite in the
     #: state dir.  It reaches the children in their environment only, never in an argv.
     database_url: str | None = None
+    #: scale testing: K harness processes (:mod:`grid_tasks.node.harness`) split the
+    #: nodes between them instead of one node daemon each; 0: real daemons
+    node_harness: int = 0
+    #: with ``node_harness``: ``real`` job managers or the ``standin``
+    harness_jobs: str = "real"
 
 
 class EmbeddedStack:
@@ -264,10 +270,25 @@ class EmbeddedStack:
             "worker", "--scheduler", "--no-check", "-l", lvl, "-c", "4",
             "--", "-n", "scheduler-2@%h"),
             env=self.child_env())
+        if self.options.node_harness > 0:
+            self._spawn_harnesses()
+            return
         for spec in self.topology.iter_nodes():  # its role's default pool: solo
             self.supervisor.spawn(f"node-{spec.rm}-{spec.name}", self._grid_tasks(
                 "worker", "--rm", spec.rm, "--node", spec.name, "--no-check", "-l", lvl),
                 env=self.child_env(Role.NODE))
+
+    def _spawn_harnesses(self) -> None:
+        """``node_harness`` processes, each serving an even, contiguous share of the
+        nodes (in topology order) as a scale harness."""
+        names = self.node_names()
+        count = min(self.options.node_harness, len(names))
+        for i in range(count):
+            share = names[i * len(names) // count:(i + 1) * len(names) // count]
+            self.supervisor.spawn(f"node-harness-{i}", self._grid_tasks(
+                "worker", "--harness", "--nodes", format_identities(share),
+                "--jobs", self.options.harness_jobs, "--no-check",
+                "-l", self.options.loglevel), env=self.child_env(Role.NODE))
 
     def _spawn_beats(self) -> None:
         """Two HA beats (one leads through a Redis lease, one stands by), never a beat

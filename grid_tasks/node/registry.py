@@ -160,6 +160,44 @@ class NodeRegistry:
                                                    "stopped_at": repr(now)})
             pipe.execute()
 
+    # -- many identities of one process (the scale harness): one round trip each -----
+    def register_many(self, nodes: list[tuple[str, str, dict[str, Any]]],
+                      facts: dict[str, Any], source: str, now: float) -> None:
+        """:meth:`register` for every ``(rm, node, resources)``, pipelined."""
+        with _connectivity(self.client):
+            pipe = self.client.pipeline(transaction=False)
+            for rm, node, resources in nodes:
+                pipe.hset(node_key(rm, node), mapping={
+                    "resources": json.dumps(resources), "facts": json.dumps(facts),
+                    "source": source, "status": "Up", "registered_at": repr(now)})
+                pipe.sadd(NODES_SET, f"{rm}/{node}")
+            pipe.execute()
+        self.heartbeat_many([(rm, node, 0) for rm, node, _ in nodes], now)
+
+    def heartbeat_many(self, beats: list[tuple[str, str, int]], now: float
+                       ) -> list[tuple[str, str]]:
+        """:meth:`heartbeat` for every ``(rm, node, active)`` in one pipelined round
+        trip; the nodes that were not alive before (first beat, or back)."""
+        with _connectivity(self.client):
+            pipe = self.client.pipeline(transaction=False)
+            for rm, node, active in beats:
+                pipe.exists(alive_key(rm, node))
+                pipe.set(alive_key(rm, node), json.dumps({"at": now, "active": active}),
+                         px=self.ttl_ms)
+                pipe.hset(node_key(rm, node), "last_heartbeat", repr(now))
+            replies = pipe.execute()
+        return [(rm, node) for i, (rm, node, _) in enumerate(beats) if not replies[3 * i]]
+
+    def mark_down_many(self, nodes: list[tuple[str, str]], now: float) -> None:
+        """:meth:`mark_down` for every ``(rm, node)``, pipelined."""
+        with _connectivity(self.client):
+            pipe = self.client.pipeline(transaction=False)
+            for rm, node in nodes:
+                pipe.delete(alive_key(rm, node))
+                pipe.hset(node_key(rm, node), mapping={"status": NodeState.DOWN.value,
+                                                       "stopped_at": repr(now)})
+            pipe.execute()
+
     def status(self, rm: str, node: str) -> NodeStatus:
         """The current status of one node (Unknown if never registered)."""
         return self.statuses([(rm, node)])[0]
@@ -175,13 +213,37 @@ class NodeRegistry:
         return [_status(rm, node, _decode_hash(raw[2 * i]), _json(raw[2 * i + 1]))
                 for i, (rm, node) in enumerate(names)]
 
-    def list_nodes(self, topology: GridTopology | None = None) -> list[NodeStatus]:
-        """Every registered node plus every node of ``topology``, sorted by rm and node."""
+    def states(self, names: Iterable[tuple[str, str]]) -> dict[tuple[str, str], NodeState]:
+        """The state alone of each named node: its heartbeat and the registration's
+        status field, not the whole registration (resources, host facts) that
+        :meth:`statuses` reads and decodes.  Every iteration asks this of all its RM's
+        nodes: at 100 nodes a third of the CPU of :meth:`statuses`."""
+        names = list(names)
+        with _connectivity(self.client):
+            pipe = self.client.pipeline(transaction=False)
+            for rm, node in names:
+                pipe.get(alive_key(rm, node))
+                pipe.hget(node_key(rm, node), "status")
+            raw = pipe.execute()
+        out = {}
+        for i, name in enumerate(names):
+            status = raw[2 * i + 1]
+            out[name] = node_state(_json(raw[2 * i]),
+                                   {"status": status.decode()} if status else None)
+        return out
+
+    def list_nodes(self, topology: GridTopology | None = None,
+                   rm: str | None = None) -> list[NodeStatus]:
+        """Every registered node plus every node of ``topology``, sorted by rm and node;
+        with ``rm``, that RM's only (its statuses alone are read: on a grid of 1,000
+        nodes over 10 RMs a tenth of the round trip)."""
         with _connectivity(self.client):
             members = {m.decode() for m in self.client.smembers(NODES_SET)}
         names = {tuple(m.split("/", 1)) for m in members}
+        if rm is not None:
+            names = {n for n in names if n[0] == rm}
         if topology is not None:
-            names |= {(n.rm, n.name) for n in topology.iter_nodes()}
+            names |= {(n.rm, n.name) for n in topology.iter_nodes() if rm in (None, n.rm)}
         found = self.statuses(sorted(names))  # type: ignore[arg-type]
         if topology is None:
             return found

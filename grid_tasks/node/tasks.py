@@ -8,6 +8,7 @@ from celery import shared_task
 
 from grid_tasks.errors import GridTasksError
 from grid_tasks.node.daemon import node_identity
+from grid_tasks.node.harness import harness_spec
 from grid_tasks.node.resources import detect_resources, host_facts
 from grid_tasks.queues import readable
 from grid_tasks.settings import app_settings
@@ -25,6 +26,9 @@ def node_check(self: Any, *, rm: str, node: str) -> dict[str, Any]:
     """
     settings = app_settings(self.app)
     served = node_identity(self.app)
+    spec = harness_spec(self.app)
+    if spec is not None and (rm, node) in spec.identities:
+        served = (rm, node)  # one of this harness's identities
     try:
         configured: dict[str, Any] | None = load_topology(settings.topology_file).node(
             rm, node).resources()

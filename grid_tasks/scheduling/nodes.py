@@ -41,7 +41,7 @@ def node_changes(registry: Any, rm: str) -> list[NodeChange]:
     client = registry.client
     # Idle/Busy/Running flip with every job: only usable vs Down/Unknown/... matters here.
     current = {s.node: ("Up" if s.state in USABLE_STATES else s.state.value)
-               for s in registry.list_nodes() if s.rm == rm}
+               for s in registry.list_nodes(rm=rm)}  # its own: not every RM's each time
     raw = client.hgetall(seen_key(rm))
     seen = {k.decode(): v.decode() for k, v in raw.items()}
     changes = [NodeChange(node, seen.get(node), state) for node, state in sorted(current.items())

@@ -121,7 +121,8 @@ def rm_policy_file(session: Session, rm: str) -> str | None:
 def _node_states(registry: Any, rm: str, nodes: list[Node]) -> dict[str, NodeState]:
     if registry is None:
         return {}
-    return {s.node: s.state for s in registry.statuses([(rm, n.name) for n in nodes])}
+    found = registry.states([(rm, n.name) for n in nodes])  # states only: every iteration
+    return {node: state for (_, node), state in found.items()}
 
 
 def core_reservation(row: ReservationRow) -> Reservation:

@@ -79,3 +79,46 @@ def test_wait_alive_names_missing_nodes(registry):
     registry.register("rmA", "node1", RES, {}, "configured", now=time.time())
     with pytest.raises(ConnectivityError, match="rmA/node2"):
         registry.wait_alive([("rmA", "node1"), ("rmA", "node2")], timeout=0.2)
+
+
+def test_many_identities_register_beat_and_say_goodbye_in_one_round_trip_each(registry):
+    names = [("rmA", f"h{i}") for i in range(5)]
+    registry.register_many([(rm, n, RES) for rm, n in names], {"hostname": "one"},
+                           "configured", time.time())
+    assert [s.state for s in registry.statuses(names)] == [NodeState.IDLE] * 5
+    assert {s.host for s in registry.statuses(names)} == {"one"}
+    # beats: none was dead ...
+    assert registry.heartbeat_many([(rm, n, 0) for rm, n in names], time.time()) == []
+    time.sleep(0.45)  # ... then all expired: every one comes back revived
+    assert registry.heartbeat_many([(rm, n, 1 if n == "h2" else 0) for rm, n in names],
+                                   time.time()) == names
+    assert registry.status("rmA", "h2").state is NodeState.RUNNING
+    registry.mark_down_many(names[:2], time.time())
+    assert [s.state for s in registry.statuses(names)] == [NodeState.DOWN] * 2 + [
+        NodeState.RUNNING, NodeState.IDLE, NodeState.IDLE]
+
+
+def test_listing_one_rm_reads_only_its_nodes(registry, settings):
+    topo = load_topology(settings.topology_file)
+    registry.register("rmA", "node1", RES, {}, "configured", time.time())
+    registry.register("rmB", "node3", RES, {}, "configured", time.time())
+    registry.register("rmZ", "stray", RES, {}, "detected", time.time())
+    assert [s.node for s in registry.list_nodes(rm="rmA")] == ["node1"]
+    assert [s.node for s in registry.list_nodes(topo, rm="rmB")] == ["node3", "node4"]
+    assert [s.node for s in registry.list_nodes(topo, rm="rmZ")] == ["stray"]
+    assert len(registry.list_nodes(topo)) == 5  # without rm: every node, as before
+
+
+def test_states_alone_agree_with_full_statuses(registry):
+    names = [("rmA", "up"), ("rmA", "busy"), ("rmA", "gone"), ("rmA", "silent"),
+             ("rmA", "never")]
+    now = time.time()
+    registry.register_many([(rm, n, RES) for rm, n in names[:4]], {}, "configured", now)
+    registry.heartbeat("rmA", "busy", now, active=2)
+    registry.mark_down("rmA", "gone", now)
+    registry.client.delete("grid_tasks:alive:rmA:silent")  # its TTL ran out
+    expected = {(s.rm, s.node): s.state for s in registry.statuses(names)}
+    assert registry.states(names) == expected == {
+        ("rmA", "up"): NodeState.IDLE, ("rmA", "busy"): NodeState.RUNNING,
+        ("rmA", "gone"): NodeState.DOWN, ("rmA", "silent"): NodeState.UNKNOWN,
+        ("rmA", "never"): NodeState.UNKNOWN}

@@ -1,0 +1,341 @@
+"""bench_scale, grid part: the shared services of a grid of 100, 300 and 1,000 nodes.
+
+Each point is a whole embedded grid (``EmbeddedStack``) over 10 RMs whose nodes are
+served by scale-harness processes (``--node-harness K``, stand-in jobs: the grid's
+own costs, no process forked per job), on SQLite or on a private PostgreSQL database
+(``bench_scale_<pid>`` on 127.0.0.1:5432, created and dropped here).  Per point:
+
+* start: ``start()`` until every node has heartbeated (and the database part of it);
+* Redis connections (``connected_clients``) once idle;
+* idle CPU of the shared services (Redis, scheduler workers, gatekeepers, beats) and
+  of the harnesses, over a window with no job;
+* N-job throughput (``/bin/true``, 4 client processes, spread over the 10 RMs) and
+  submit→ACTIVE p50/p95 from the jobs' recorded history.
+
+Printed as a table and as ratios to the 100-node point of the same database (the peer
+measured in the same run).  Target: at 1,000 nodes, throughput >= 80% of 100 nodes.
+
+    python benchmarks/bench_scale.py --grid-only [--quick] [--nodes 100,1000] [--db sqlite]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "benchmarks"))
+
+import psutil  # noqa: E402
+import redis  # noqa: E402
+
+from cpu_window import CpuMeter  # noqa: E402
+from grid_tasks.embedded.stack import EmbeddedStack, StackOptions  # noqa: E402
+from grid_tasks.faults.load import run_load  # noqa: E402
+from grid_tasks.settings import Settings  # noqa: E402
+
+RMS = 10
+PG_ADMIN = "postgresql://postgres@127.0.0.1:5432/postgres"
+SHARED = ("redis", "scheduler workers", "gatekeepers", "beats")
+TARGET_RATIO = 0.8
+
+
+@dataclass
+class Point:
+    """The figures of one grid."""
+
+    nodes: int
+    db: str
+    start_s: float = 0.0
+    settle_s: float = 0.0          # after start: until every worker has connected
+    db_prep_s: float = 0.0
+    redis_clients: int = 0
+    idle_shared_pct: float = 0.0   # % of one core
+    idle_harness_pct: float = 0.0
+    harness_rss_mb: float = 0.0
+    jobs: int = 0
+    throughput: float = 0.0        # jobs/s, first submission to all terminal
+    p50_s: float = 0.0
+    p95_s: float = 0.0
+    #: CPU per job of the shared services and of the harnesses over the load window
+    #: (CPU time, not wall: less sensitive than jobs/s to what else the machine runs)
+    shared_ms_job: float = 0.0
+    harness_ms_job: float = 0.0
+    ok: bool = False
+    notes: list[str] = field(default_factory=list)
+
+
+def write_topology(folder: Path, nodes: int, procs: int = 4) -> Path:
+    """10 RMs sharing ``nodes`` nodes, each RM's as one range table."""
+    per = nodes // RMS
+    policy = REPO / "config" / "demo.cfg"
+    text = "".join(f'[rm.r{r:02d}]\npolicy_file = "{policy}"\n'
+                   f'[rm.r{r:02d}.node."r{r:02d}n[0001-{per:04d}]"]\nprocs = {procs}\n'
+                   f"memory_mb = 4096\n\n" for r in range(RMS))
+    path = folder / f"grid-{nodes}.toml"
+    path.write_text(text)
+    return path
+
+
+@contextmanager
+def postgres_database() -> Iterator[str]:
+    """A private database ``bench_scale_<pid>`` on the local server; dropped after."""
+    import psycopg
+
+    name = f"bench_scale_{os.getpid()}"
+    with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}"')
+        conn.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield f"postgresql+psycopg://postgres@127.0.0.1:5432/{name}"
+    finally:
+        from grid_tasks.db import dispose_engines
+
+        dispose_engines()
+        with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+class _Stack(EmbeddedStack):
+    """The embedded stack on a database of the benchmark's choosing."""
+
+    database_url: str | None = None
+
+    def _settings(self) -> Settings:
+        mine = super()._settings()
+        return mine if self.database_url is None else mine.replace(
+            database_url=self.database_url)
+
+
+def _started(stack: _Stack) -> tuple[float, float]:
+    """Start ``stack``; (seconds to all registered, seconds preparing the database)."""
+    marks: dict[str, float] = {}
+    began = time.monotonic()
+    stack.start(progress=lambda msg: marks.setdefault(msg, time.monotonic()))
+    total = time.monotonic() - began
+    prep = marks.get("starting beats", began) - marks.get("preparing the database", began)
+    return total, prep
+
+
+def _idle(stack: _Stack, window: float) -> tuple[float, float]:
+    """% of one core used by the shared services and by the harnesses, idle."""
+    meter = CpuMeter(stack)
+    before = meter.sample()
+    time.sleep(window)
+    after = meter.sample()
+    spent = {k: after[k] - before.get(k, 0.0) for k in after}
+    shared = sum(spent.get(k, 0.0) for k in SHARED)
+    return 100 * shared / window, 100 * spent.get("node daemons", 0.0) / window
+
+
+def _clients(client: redis.Redis) -> int:
+    return int(client.info("clients")["connected_clients"])
+
+
+def _settled(client: redis.Redis, steady_s: float = 4.0, limit_s: float = 300.0) -> float:
+    """Seconds until the Redis client count stops changing for ``steady_s`` (the
+    workers connect lazily, seconds after the nodes registered on a loaded machine)."""
+    began = time.monotonic()
+    last, since = _clients(client), time.monotonic()
+    while time.monotonic() - since < steady_s and time.monotonic() - began < limit_s:
+        time.sleep(0.5)
+        now = _clients(client)
+        if now != last:
+            last, since = now, time.monotonic()
+    return time.monotonic() - began
+
+
+def _latencies(settings: Settings) -> list[float]:
+    """submit→ACTIVE of every job that went ACTIVE (seconds, from SQL history)."""
+    from sqlalchemy import select
+
+    from grid_tasks import db
+    from grid_tasks.db.models.jobs import Job, JobStateHistory
+    from grid_tasks.states import JobState
+
+    sessions = db.session_factory(db.get_engine(settings.database_url))
+    with db.session_scope(sessions) as session:
+        rows = session.execute(select(Job.submit_time, JobStateHistory.at).join(
+            JobStateHistory, JobStateHistory.job_id == Job.id).where(
+            JobStateHistory.to_state == JobState.ACTIVE)).all()
+    return sorted((at - sub).total_seconds() for sub, at in rows if sub and at)
+
+
+def _harness_rss(stack: _Stack) -> float:
+    total = 0
+    for child in stack.supervisor.children:
+        if child.name.startswith("node-harness"):
+            try:
+                total += psutil.Process(child.pid).memory_info().rss
+            except psutil.Error:
+                pass
+    return total / 2**20
+
+
+def measure(nodes: int, db: str, *, jobs: int, harness: int, idle_s: float,
+            database_url: str | None, work: Path) -> Point:
+    """One point: start a grid of ``nodes`` nodes, measure, stop it."""
+    point = Point(nodes, db, jobs=jobs)
+    options = StackOptions(topology_file=write_topology(work, nodes),
+                           state_dir=work / f"state-{db}-{nodes}", loglevel="WARNING",
+                           start_timeout=900.0, announce=False, node_harness=harness,
+                           harness_jobs="standin")
+    stack = _Stack(options)
+    stack.database_url = database_url
+    try:
+        point.start_s, point.db_prep_s = _started(stack)
+        client = redis.Redis.from_url(stack.redis.url(0))
+        try:
+            point.settle_s = _settled(client)
+            point.idle_shared_pct, point.idle_harness_pct = _idle(stack, idle_s)
+            point.redis_clients = _clients(client)
+        finally:
+            client.close()
+        point.harness_rss_mb = _harness_rss(stack)
+        clients, meter = 4, CpuMeter(stack)
+        before = meter.sample()
+        result = run_load(stack.settings, clients, jobs // clients,
+                          rms=[f"r{r:02d}" for r in range(RMS)], timeout=3600)
+        after = meter.sample()
+        spent = {k: after[k] - before.get(k, 0.0) for k in after}
+        point.shared_ms_job = 1e3 * sum(spent.get(k, 0.0) for k in SHARED) / jobs
+        point.harness_ms_job = 1e3 * spent.get("node daemons", 0.0) / jobs
+        point.throughput, point.ok = result.throughput, result.ok
+        lat = _latencies(stack.settings)
+        if lat:
+            point.p50_s = statistics.median(lat)
+            point.p95_s = lat[min(len(lat) - 1, int(0.95 * len(lat)))]
+        if not result.ok:
+            point.notes.append(f"unaccounted: {result.to_dict()}")
+    finally:
+        stack.stop()
+    return point
+
+
+HEADER = (f"{'nodes':>6} {'db':<9} {'start s':>8} {'settle':>7} {'db prep':>8} {'redis cl':>9} "
+          f"{'idle shared':>12} {'idle harn.':>11} {'harn. MB':>9} {'jobs':>6} "
+          f"{'jobs/s':>7} {'p50 s':>6} {'p95 s':>6} {'shared ms/job':>14} "
+          f"{'harn. ms/job':>13}")
+
+
+def row(p: Point) -> str:
+    return (f"{p.nodes:>6} {p.db:<9} {p.start_s:>8.1f} {p.settle_s:>7.1f} {p.db_prep_s:>8.1f} "
+            f"{p.redis_clients:>9} {p.idle_shared_pct:>11.1f}% {p.idle_harness_pct:>10.1f}% "
+            f"{p.harness_rss_mb:>9.0f} {p.jobs:>6} {p.throughput:>7.1f} {p.p50_s:>6.2f} "
+            f"{p.p95_s:>6.2f} {p.shared_ms_job:>14.1f} {p.harness_ms_job:>13.1f}"
+            f"{'' if p.ok else '  NOT ALL ACCOUNTED'}")
+
+
+def _median(points: list[Point]) -> Point:
+    """A point whose every figure is the median over ``points`` (rounds of one size)."""
+    out = Point(points[0].nodes, points[0].db, ok=all(p.ok for p in points))
+    for name in ("start_s", "redis_clients", "idle_shared_pct", "throughput", "p50_s",
+                 "p95_s", "shared_ms_job"):
+        setattr(out, name, statistics.median(getattr(p, name) for p in points))
+    return out
+
+
+def ratios(points: list[Point]) -> list[str]:
+    """Each size's figures (median over rounds) as ratios to the smallest grid of the
+    same database."""
+    out = []
+    for db in dict.fromkeys(p.db for p in points):
+        sizes = sorted({p.nodes for p in points if p.db == db})
+        mine = [_median([p for p in points if p.db == db and p.nodes == n]) for n in sizes]
+        base = mine[0]
+        for p in mine[1:]:
+            def r(a: float, b: float) -> str:
+                return f"{a / b:.2f}x" if b else "n/a"
+            verdict = "meets" if base.throughput and \
+                p.throughput / base.throughput >= TARGET_RATIO else "MISSES"
+            out.append(f"{db} {p.nodes} vs {base.nodes} nodes: start "
+                       f"{r(p.start_s, base.start_s)}, redis clients "
+                       f"{r(p.redis_clients, base.redis_clients)}, idle shared CPU "
+                       f"{r(p.idle_shared_pct, base.idle_shared_pct)}, throughput "
+                       f"{r(p.throughput, base.throughput)} ({verdict} the >= "
+                       f"{TARGET_RATIO:.0%} target), p50 {r(p.p50_s, base.p50_s)}, "
+                       f"p95 {r(p.p95_s, base.p95_s)}, shared CPU per job "
+                       f"{r(p.shared_ms_job, base.shared_ms_job)}")
+    return out
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--nodes", default="100,300,1000",
+                        help="grid sizes, comma-separated (10 RMs share them)")
+    parser.add_argument("--db", default="sqlite,postgres", help="sqlite, postgres or both")
+    parser.add_argument("--jobs", type=int, default=10_000, help="jobs per point")
+    parser.add_argument("--quick", action="store_true",
+                        help="1,000 jobs per point and a 5 s idle window")
+    parser.add_argument("--harness", type=int, default=2,
+                        help="harness processes serving the nodes (same for every point)")
+    parser.add_argument("--idle", type=float, default=15.0, help="idle window, seconds")
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="measure the sizes in turn this many times (ratios of medians: "
+                             "on a shared machine the load moves between points)")
+
+
+def run(args: argparse.Namespace) -> list[Point]:
+    """Every point of ``args``; prints as it goes, then the ratios."""
+    sizes = [int(n) for n in args.nodes.split(",")]
+    jobs = 1000 if args.quick else args.jobs
+    idle = 5.0 if args.quick else args.idle
+    print(f"bench_scale grid: {sizes} nodes over {RMS} RMs, {args.harness} harness "
+          f"processes (stand-in jobs), {jobs} jobs per point; machine: "
+          f"{psutil.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} "
+          "(shared with other work: compare ratios, not absolutes)", flush=True)
+    print(HEADER, flush=True)
+    points: list[Point] = []
+    with tempfile.TemporaryDirectory(prefix="bench-scale-") as tmp:
+        for db in args.db.split(","):
+            with _database(db) as url:
+                for n in [n for _ in range(args.rounds) for n in sizes]:
+                    p = measure(n, db, jobs=jobs, harness=args.harness, idle_s=idle,
+                                database_url=url, work=Path(tmp))
+                    points.append(p)
+                    print(row(p) + f"   (load avg {os.getloadavg()[0]:.1f})", flush=True)
+                    if url is not None:
+                        _empty_postgres(url)
+    for line in ratios(points):
+        print(line)
+    return points
+
+
+@contextmanager
+def _database(db: str) -> Iterator[str | None]:
+    if db == "sqlite":
+        yield None  # the stack's own SQLite file
+    elif db == "postgres":
+        with postgres_database() as url:
+            yield url
+    else:
+        raise SystemExit(f"--db: unknown database {db!r} (sqlite, postgres)")
+
+
+def _empty_postgres(url: str) -> None:
+    """Drop every table between points: the next grid starts on an empty database."""
+    from sqlalchemy import text
+
+    from grid_tasks.db import dispose_engines, get_engine
+
+    with get_engine(url).begin() as conn:
+        conn.execute(text("DROP SCHEMA public CASCADE; CREATE SCHEMA public"))
+    dispose_engines()
+
+
+def main(argv: list[str] | None = None) -> list[Point]:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_arguments(parser)
+    return run(parser.parse_args(argv))
+
+
+if __name__ == "__main__":
+    main()
