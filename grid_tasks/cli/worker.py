@@ -15,6 +15,7 @@ from grid_tasks.celery_app import (
 from grid_tasks.errors import ConfigError
 from grid_tasks.ha.config import SCHEDULER_CLASS, BeatOptions, beat_config
 from grid_tasks.node import heap
+from grid_tasks.node.worker_config import node_worker_argv
 from grid_tasks.private_files import private_dir
 from grid_tasks.security.startup import check_node_account
 from grid_tasks.settings import Settings
@@ -58,6 +59,8 @@ def worker_argv(*, rm: str | None, node: str | None, scheduler: bool, gatekeeper
             "-l", loglevel, "-E", "--without-mingle", "--without-gossip"]
     if concurrency:
         argv += ["-c", str(concurrency)]
+    if rm and node and settings.lean_nodes:
+        argv += node_worker_argv()  # worker heartbeat events every 30 s, not 2 s
     if beat:
         # Always the HA scheduler (lease in Redis): an embedded beat must never run
         # beside HA beats as a second, unfenced source of the same periodic tasks.
