@@ -4,7 +4,9 @@ Starts two groups of real ``grid-tasks worker --rm rmA --node nodeK`` node daemo
 by side, each group on its own private redis-server (so each server's command
 counters are its group's alone): ``old`` with ``GRID_TASKS_LEAN_NODES=0`` (Celery's
 defaults, what every node ran before issue 25) and ``new`` with the lean settings of
-:mod:`grid_tasks.node.worker_config`.  Once all are registered and settled it measures,
+:mod:`grid_tasks.node.worker_config`.  ``--old-tree DIR`` runs the old group from another
+checkout instead (e.g. ``git worktree add /tmp/main main``): its code as well as its
+settings (the watchdog's idle beats, the heartbeat's MULTI), not only the settings.  Once all are registered and settled it measures,
 over the same window (so both groups see the same machine load):
 
 * Redis connections per daemon (``CLIENT LIST`` entries whose client port is one of
@@ -17,6 +19,7 @@ over the same window (so both groups see the same machine load):
 Prints each figure and the ratio new/old.  Targets: <= 3 connections, CPU <= 0.1x.
 
     .venv/bin/python benchmarks/bench_idle.py [--nodes 8] [--window 30] [--interval 5]
+                                              [--old-tree DIR]
 """
 
 from __future__ import annotations
@@ -65,8 +68,8 @@ class Group:
     """One group of node daemons on its own redis-server."""
 
     def __init__(self, name: str, lean: bool, folder: Path, server: RedisServer,
-                 topo: Path, interval: float) -> None:
-        self.name, self.server = name, server
+                 topo: Path, interval: float, tree: Path | None = None) -> None:
+        self.name, self.server, self.tree = name, server, tree
         state = folder / "state"
         state.mkdir(parents=True)
         self.settings = Settings(
@@ -81,6 +84,9 @@ class Group:
         env = {k: v for k, v in os.environ.items() if not k.startswith("GRID_TASKS_")}
         env.update(self.settings.to_env())
         env.pop("GRID_TASKS_DATABASE_URL")  # nodes hold no database credentials
+        if self.tree is not None:
+            env["PYTHONPATH"] = str(self.tree)  # that checkout's grid_tasks wins,
+            env["PYTHONSAFEPATH"] = "1"  # not the one in the working directory (`python -c`)
         for k in range(1, nodes + 1):
             self.children.append(self.supervisor.spawn(f"node{k}", grid_tasks_command(
                 "worker", "--rm", "rmA", "--node", f"node{k}", "--no-check", "-l", "WARNING"),
@@ -186,6 +192,9 @@ def main() -> None:
                         help="seconds after registration before measuring")
     parser.add_argument("--interval", type=float, default=5.0,
                         help="node heartbeat interval, s (the grid's default: 5)")
+    parser.add_argument("--old-tree", type=Path, default=None,
+                        help="checkout whose code the old group runs (default: this one "
+                             "with GRID_TASKS_LEAN_NODES=0)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-idle-") as tmp, ExitStack() as stack:
         root = Path(tmp)
@@ -193,11 +202,13 @@ def main() -> None:
         groups = []
         for name, lean in (("old", False), ("new", True)):
             server = stack.enter_context(RedisServer(root / name / "redis"))
-            group = Group(name, lean, root / name, server, topo, args.interval)
+            tree = args.old_tree.resolve() if args.old_tree and not lean else None
+            group = Group(name, lean, root / name, server, topo, args.interval, tree)
             stack.callback(group.stop)
             groups.append(group)
         print(f"bench_idle: {args.nodes} node daemons per group, heartbeat "
-              f"{args.interval:g} s, window {args.window:g} s, {psutil.cpu_count()} cores")
+              f"{args.interval:g} s, window {args.window:g} s, {psutil.cpu_count()} cores; "
+              f"old = {args.old_tree or 'this tree, GRID_TASKS_LEAN_NODES=0'}")
         began = time.monotonic()
         for g in groups:
             g.start(args.nodes)
