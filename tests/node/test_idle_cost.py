@@ -78,9 +78,7 @@ def _running(pidfile: Path, daemon) -> int:
     try:
         text = until(lambda: pidfile.exists() and pidfile.read_text().strip(), 30,
                      f"the launch to write {pidfile.name}")
-    except AssertionError:
-        raise
-    except Exception as exc:
+    except Exception as exc:  # FaultTimeout: say what the daemon logged
         raise AssertionError(f"{exc}:\n{daemon.log_tail(30)}") from None
     return int(text)
 
