@@ -36,6 +36,7 @@ from celery.worker.request import Request
 
 from grid_tasks.errors import ConfigError, ConnectivityError, GridTasksError
 from grid_tasks.node import daemon, harness
+from grid_tasks.node.worker_config import node_worker_config
 # re-exported: callers know the queue names as the app's
 from grid_tasks.queues import (  # noqa: F401
     HOUSEKEEPING_TASKS,
@@ -288,9 +289,14 @@ def create_app(settings: Settings | None = None, *, main: str = "grid_tasks",
     """
     settings = settings or Settings.from_env()
     app = Celery(main, set_as_current=False, amqp=ReadableAMQP, task_cls=GridTask)
-    app.conf.update(celery_config(settings))
+    conf = celery_config(settings)
+    app.conf.update(conf)
     app.grid_settings = settings  # type: ignore[attr-defined]
-    app.conf.update(include=task_modules(node_only=_serves_only_a_node(app)))
+    node_only = _serves_only_a_node(app)
+    app.conf.update(include=task_modules(node_only=node_only))
+    if node_only and settings.lean_nodes:  # cheap when idle: see grid_tasks.node.worker_config
+        rm, node = daemon.node_identity(app)  # a harness names no single node
+        app.conf.update(node_worker_config(conf, rm or "harness", node or f"{os.getpid()}"))
     try:
         setup_signing(app, settings.signing)  # process-wide: refuses unsigned messages
     except ConfigError as exc:

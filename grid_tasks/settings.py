@@ -19,6 +19,8 @@ variable                           meaning                                    de
 ``GRID_TASKS_HEARTBEAT_INTERVAL``  seconds between node heartbeats            ``5``
 ``GRID_TASKS_HEARTBEAT_TTL``       seconds until a silent node is Unknown     1.8 x the interval
 ``GRID_TASKS_VISIBILITY_TIMEOUT``  seconds until an unacked task is redone    ``30``
+``GRID_TASKS_LEAN_NODES``          node daemons with the cheap idle settings  ``1`` (``0``: Celery's
+                                   of :mod:`grid_tasks.node.worker_config`    defaults)
 =================================  =========================================  ==========================
 
 Bounds on the work a small request may cause:
@@ -107,6 +109,8 @@ class Settings:
     #: account, even root's; see :func:`grid_tasks.security.startup.check_node_account`
     single_user: bool = False
     rsl_max_substitution: int = DEFAULT_MAX_SUBSTITUTION
+    #: node daemons run with :mod:`grid_tasks.node.worker_config`'s settings
+    lean_nodes: bool = True
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> "Settings":
@@ -136,7 +140,8 @@ class Settings:
                    signing=SigningSettings.from_env(env, state_dir),
                    redis_tls=RedisTLS.from_env(env), gridmap_file=gridmap_from_env(env),
                    single_user=flag(env, "SINGLE_USER"),
-                   rsl_max_substitution=rsl_max_substitution(env))
+                   rsl_max_substitution=rsl_max_substitution(env),
+                   lean_nodes=flag(env, "LEAN_NODES", default="1"))
 
     def replace(self, **changes: object) -> "Settings":
         """A copy with some fields changed (settings are immutable)."""
@@ -159,6 +164,7 @@ class Settings:
             **({PREFIX + "GRIDMAP": str(self.gridmap_file)} if self.gridmap_file else {}),
             **({PREFIX + "SINGLE_USER": "1"} if self.single_user else {}),
             PREFIX + "RSL_MAX_SUBSTITUTION": str(self.rsl_max_substitution),
+            PREFIX + "LEAN_NODES": "1" if self.lean_nodes else "0",
         }
 
 

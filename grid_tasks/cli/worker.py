@@ -19,6 +19,7 @@ from grid_tasks.node import heap
 from grid_tasks.node.harness import (
     ENV_HARNESS, ENV_HARNESS_JOBS, HarnessSpec, JobsMode, check_identities, parse_identities,
 )
+from grid_tasks.node.worker_config import node_worker_argv
 from grid_tasks.private_files import private_dir
 from grid_tasks.security.startup import check_node_account
 from grid_tasks.settings import Settings
@@ -68,6 +69,8 @@ def worker_argv(*, rm: str | None, node: str | None, scheduler: bool, gatekeeper
             "-l", loglevel, "-E", "--without-mingle", "--without-gossip"]
     if concurrency:
         argv += ["-c", str(concurrency)]
+    if rm and node and settings.lean_nodes:
+        argv += node_worker_argv()  # worker heartbeat events every 30 s, not 2 s
     if beat:
         # Always the HA scheduler (lease in Redis): an embedded beat must never run
         # beside HA beats as a second, unfenced source of the same periodic tasks.
@@ -85,7 +88,8 @@ def harness_argv(spec: HarnessSpec, pool: str | None, concurrency: int | None,
     rm, node = spec.identities[0]
     return ["worker", "-Q", ",".join(queues), "-n", f"harness.{node}.{rm}@%h",
             "-P", pool or HARNESS_POOL, "-c", str(concurrency or HARNESS_CONCURRENCY),
-            "-l", loglevel, "-E", "--without-mingle", "--without-gossip", *extra]
+            "-l", loglevel, "-E", "--without-mingle", "--without-gossip",
+            *node_worker_argv(), *extra]
 
 
 def harness_spec_of(rm: str | None, nodes: str | None, jobs: str,

@@ -170,6 +170,7 @@ class JobManager(threading.Thread):
         out, err = self._outputs
         failed: LaunchError | None = None
         dog = self.ctx.watchdog()
+        dog.arm()  # beats from before the first spawn: a freeze from here on is caught
         try:
             for i in range(req.process_count()):
                 rank = req.rank_offset + i
@@ -181,6 +182,8 @@ class JobManager(threading.Thread):
             failed = exc
         else:
             self.started = time.time()
+        finally:
+            dog.disarm()
         # Every process first, then their output readers: starting a reader's threads
         # before the next spawn delayed each further rank (the pipes hold the output).
         for rank, proc in self.procs:

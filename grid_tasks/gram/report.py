@@ -25,8 +25,8 @@ from grid_tasks.effects import send_reports
 from grid_tasks.gram import keys
 from grid_tasks.gram.report_sender import FINISHED, STARTED, Report, ReportSender, to_wire
 from grid_tasks.leases import lease_timing, renew_bound
+from grid_tasks.node.registry import daemon_client
 from grid_tasks.node.watchdog import Watchdog, watchdog_for
-from grid_tasks.security.connections import redis_client
 from grid_tasks.settings import app_settings
 
 log = logging.getLogger(__name__)
@@ -90,7 +90,7 @@ def node_context(app: Any) -> NodeContext:
         if ctx is None or ctx.app is not app:  # ids of closed apps get reused
             settings = app_settings(app)
             interval, ttl = lease_timing(settings)
-            ctx = _contexts[key] = NodeContext(app, settings, redis_client(settings),
+            ctx = _contexts[key] = NodeContext(app, settings, daemon_client(app, settings),
                                                interval, ttl,
                                                renew_bound=renew_bound(settings))
         return ctx

@@ -158,8 +158,7 @@ class NodeDaemonStep(bootsteps.StartStopStep):
         settings = app_settings(worker.app)
         # also for a plain `celery worker` (grid-tasks worker checked before starting)
         check_node_account(settings.gridmap_file, settings.single_user)
-        registry = NodeRegistry.from_url(settings.redis_url, settings.heartbeat_ttl,
-                                         settings=settings)
+        registry = NodeRegistry.for_daemon(worker.app, settings)  # shared with job managers
         rm, node = self.rm, self.node
         resources, source = node_resources(settings, rm, node)
         registry.register(rm, node, resources, host_facts(), source, time.time())

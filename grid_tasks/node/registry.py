@@ -53,6 +53,41 @@ def connect_redis(url: str, *, settings: Any = None, environ: Mapping[str, str] 
     return redis_client(settings, url, **options)
 
 
+#: A heartbeat: KEYS alive key, node hash; ARGV payload, TTL (ms), time.  Returns
+#: whether the alive key existed before (SET ... GET answers its old value).
+HEARTBEAT_SCRIPT = """
+local old = redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2], 'GET')
+redis.call('HSET', KEYS[2], 'last_heartbeat', ARGV[3])
+if old then return 1 end
+return 0
+"""
+#: Seconds a node daemon's thread waits for its turn on the daemon's one Redis connection.
+DAEMON_POOL_WAIT_S = 20.0
+
+
+def daemon_client(app: Any, settings: Any) -> redis.Redis:
+    """The one Redis client of a node daemon's app (registry, heartbeats, job managers'
+    leases and output), made on first use.
+
+    A lean node daemon (:mod:`grid_tasks.node.worker_config`) gets one connection, its
+    threads taking turns (their commands are short; none blocks server-side), named as
+    the daemon's broker connections; otherwise a pool as every other client has.
+    """
+    client = getattr(app, "grid_daemon_redis", None)
+    if client is None:
+        options: dict[str, Any] = dict(socket_connect_timeout=2, socket_timeout=5,
+                                       retry=Retry(NoBackoff(), 1))
+        name = app.conf.get("redis_client_name")
+        if app.conf.get("grid_tasks_lean_node"):
+            options.update(connection_pool_class=redis.BlockingConnectionPool,
+                           max_connections=1, timeout=DAEMON_POOL_WAIT_S)
+        if name:
+            options["client_name"] = name
+        client = app.grid_daemon_redis = connect_redis(settings.redis_url, settings=settings,
+                                                       **options)
+    return client
+
+
 def node_key(rm: str, node: str) -> str:
     return f"{PREFIX}:node:{rm}:{node}"
 
@@ -105,6 +140,7 @@ class NodeRegistry:
     def __init__(self, client: redis.Redis, ttl: float) -> None:
         self.client = client
         self.ttl_ms = max(1, int(ttl * 1000))
+        self._beat = client.register_script(HEARTBEAT_SCRIPT)
 
     @classmethod
     def from_url(cls, url: str, ttl: float, *, settings: Any = None,
@@ -116,6 +152,11 @@ class NodeRegistry:
                                socket_connect_timeout=2, socket_timeout=5,
                                retry=Retry(NoBackoff(), 1))
         return cls(client, ttl)
+
+    @classmethod
+    def for_daemon(cls, app: Any, settings: Any) -> "NodeRegistry":
+        """The registry of the node daemon of ``app``, on its :func:`daemon_client`."""
+        return cls(daemon_client(app, settings), settings.heartbeat_ttl)
 
     @classmethod
     def from_settings(cls, settings: Any) -> "NodeRegistry":
@@ -141,14 +182,14 @@ class NodeRegistry:
 
     def heartbeat(self, rm: str, node: str, now: float, active: int = 0) -> bool:
         """Prove the node alive for one TTL more; True if it was not alive before
-        (first beat, or back after its heartbeat expired): a node change."""
+        (first beat, or back after its heartbeat expired): a node change.
+
+        One script call (one command, one round trip): it runs on every node every
+        interval, where a MULTI of three commands cost five."""
         payload = json.dumps({"at": now, "active": active})
         with _connectivity(self.client):
-            pipe = self.client.pipeline()
-            pipe.exists(alive_key(rm, node))
-            pipe.set(alive_key(rm, node), payload, px=self.ttl_ms)
-            pipe.hset(node_key(rm, node), "last_heartbeat", repr(now))
-            existed, _, _ = pipe.execute()
+            existed = self._beat(keys=[alive_key(rm, node), node_key(rm, node)],
+                                 args=[payload, self.ttl_ms, repr(now)])
         return not existed
 
     def mark_down(self, rm: str, node: str, now: float) -> None:

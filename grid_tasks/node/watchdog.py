@@ -12,7 +12,9 @@ A daemon starts one watchdog (once, not per job: a launch only writes a line to 
 pipe) and tells it, one line each, with ``t`` the CLOCK_MONOTONIC second it stands for
 (system-wide on Linux, so both processes read the same clock)::
 
-    beat <t>              the daemon runs (a thread of it sends this every half second)
+    beat <t>              the daemon runs (a thread of it sends this every half second
+                          while it has work: groups watched, or a launch ``arm``-ed)
+    rest <t>              it has none: no beats follow until it has (nothing to time)
     watch <t> <pgid>...   groups spawned by a launch claimed at t (renewed at t)
     renew <t> <pgid>...   their job manager renewed its lease in a call begun at t
     forget <pgid>...      the groups ended
@@ -71,6 +73,9 @@ class Groups:
             return
         if verb == "beat":
             self.beat = max(float(args[0]), self.beat or 0.0)
+            return
+        if verb == "rest":  # nothing watched, no launch spawning: no beats until one is
+            self.beat = None
             return
         if verb == "forget":
             for pgid in args:
@@ -150,7 +155,9 @@ def main(argv: list[str]) -> int:
     tick, fd, pending = tick_for(bound), sys.stdin.fileno(), b""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a terminal's ^C is the daemon's business
     while True:
-        ready, _, _ = select.select([fd], [], [], tick)
+        # a resting daemon with nothing watched has nothing to time: sleep until it writes
+        busy = groups.beat is not None or bool(groups.renewed)
+        ready, _, _ = select.select([fd], [], [], tick if busy else None)
         if ready:
             chunk = os.read(fd, 65536)
             if not chunk:  # the daemon is gone: nothing renews its jobs any more
@@ -174,6 +181,8 @@ class Watchdog:
         self.proc: subprocess.Popen[bytes] | None = None
         self.watched: dict[int, float] = {}
         self._lock = threading.Lock()
+        self._wake = threading.Condition(self._lock)  # work came, or closing
+        self._armed = 0  # launches between arm() and disarm()
         self._beats: threading.Thread | None = None
 
     def start(self) -> "Watchdog":
@@ -181,12 +190,27 @@ class Watchdog:
             self._ensure()
         return self
 
+    def arm(self) -> None:
+        """A launch is about to spawn: beat now and until :meth:`disarm` (a daemon frozen
+        between a spawn and its ``watch`` is caught by the lapse of these beats)."""
+        with self._lock:
+            self._armed += 1
+            self._ensure()
+            self._write(f"beat {time.monotonic()!r}\n")
+            self._wake.notify_all()
+
+    def disarm(self) -> None:
+        """The launch of the matching :meth:`arm` spawned what it spawns (and watched it)."""
+        with self._lock:
+            self._armed = max(0, self._armed - 1)
+
     def watch(self, pgids: Iterable[int], at: float) -> None:
         """Groups just spawned by a launch claimed at ``at`` (monotonic seconds)."""
         ids = list(pgids)
         with self._lock:
             self.watched.update((p, at) for p in ids)
             self._send("watch", at, ids)
+            self._wake.notify_all()
 
     def renew(self, pgids: Iterable[int], at: float) -> None:
         ids = [p for p in pgids if p in self.watched]
@@ -205,6 +229,7 @@ class Watchdog:
         """Close the pipe (the watchdog kills what it still watches) and wait for it."""
         with self._lock:
             proc, self.proc = self.proc, None
+            self._wake.notify_all()
         if proc is None:
             return
         if proc.stdin is not None:
@@ -234,16 +259,24 @@ class Watchdog:
             self._beats.start()
         return self.proc
 
+    def _busy(self) -> bool:
+        return bool(self.watched) or self._armed > 0
+
     def _beat(self) -> None:
-        """Tell the watchdog this daemon runs, twice per tick, until closed."""
-        while True:
-            time.sleep(2 * tick_for(self.bound))
-            with self._lock:
+        """Tell the watchdog this daemon runs, twice per tick, while it has work (groups
+        watched, a launch armed); without, say ``rest`` once and sleep until work comes
+        (an idle daemon then costs neither process a wake-up), until closed."""
+        resting = False
+        with self._lock:
+            while True:
+                self._wake.wait(2 * tick_for(self.bound) if self._busy() or not resting
+                                else None)
                 if self.proc is None:
                     self._beats = None
                     return
                 self._ensure()
-                self._write(f"beat {time.monotonic()!r}\n")
+                verb, resting = ("beat", False) if self._busy() else ("rest", True)
+                self._write(f"{verb} {time.monotonic()!r}\n")
 
     def _send(self, verb: str, at: float | None, ids: list[int]) -> None:
         if not ids:

@@ -34,11 +34,16 @@ def redis_client(settings: Any, url: str | None = None, **kwargs: Any) -> redis.
     """A ``redis.Redis`` for ``url`` (default ``settings.redis_url``), TLS options applied.
 
     ``settings`` is a :class:`grid_tasks.settings.Settings`; ``kwargs`` go to
-    ``redis.Redis.from_url`` and win over the TLS defaults.
+    ``redis.Redis.from_url`` and win over the TLS defaults (``connection_pool_class``:
+    the pool's class, which then takes the pool options such as ``max_connections``).
     """
     url = url or settings.redis_url
     tls = getattr(settings, "redis_tls", None) or RedisTLS()
-    return redis.Redis.from_url(url, **{**redis_kwargs(url, tls), **kwargs})
+    options = {**redis_kwargs(url, tls), **kwargs}
+    pool_class = options.pop("connection_pool_class", None)
+    if pool_class is not None:  # e.g. a BlockingConnectionPool (redis-py's from_url has no say)
+        return redis.Redis(connection_pool=pool_class.from_url(url, **options))
+    return redis.Redis.from_url(url, **options)
 
 
 def check_redis(settings: Any, url: str | None = None, timeout: float = 3.0) -> None:

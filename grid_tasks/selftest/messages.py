@@ -76,15 +76,19 @@ class RenamedLaunch(_ForgedLaunch):
 
 class UserShutdown(Attack):
     name = "user-shutdown"
-    expected = "refused: control (users may not send remote control); node keeps beating"
+    expected = ("refused: control (users may not send remote control); scheduler and node "
+                "live on, node keeps beating")
 
     def perform(self, target: "Target") -> tuple[bool, str]:
         fg = target.fg
         daemon = fg.nodes[NODE]
         before = target.refusals()
-        # this process holds the user key: its control messages are user-signed
-        fg.grid.app.control.broadcast("shutdown", destination=[f"{NODE}.{RM}@"
-                                                               f"{socket.gethostname()}"])
+        host = socket.gethostname()
+        # this process holds the user key: its control messages are user-signed.  A lean
+        # node daemon has no mailbox at all (grid_tasks.node.worker_config): the
+        # scheduler worker's is the one that must refuse (and count) it.
+        fg.grid.app.control.broadcast("shutdown", destination=[f"{NODE}.{RM}@{host}",
+                                                               f"scheduler@{host}"])
         counted = target.await_refusal("control", before)
         refused_at = time.time()
         registry = NodeRegistry.from_url(fg.settings.redis_url, fg.settings.heartbeat_ttl)
@@ -94,9 +98,9 @@ class UserShutdown(Attack):
             beat = registry.status(RM, NODE).last_heartbeat
             beating = beat is not None and beat > refused_at + fg.heartbeat
             time.sleep(0.1)
-        alive = daemon.alive()
+        alive = daemon.alive() and (fg.scheduler is None or fg.scheduler.alive())
         happened = (f"{'control refusal counted' if counted else 'no control refusal counted'}"
-                    f"; {NODE} {'alive' if alive else 'EXITED'}, "
+                    f"; scheduler and {NODE} {'alive' if alive else 'not both alive'}, "
                     f"{'heartbeating' if beating else 'NO fresh heartbeat'}")
         return counted and alive and beating, happened
 

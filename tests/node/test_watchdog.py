@@ -152,3 +152,76 @@ def test_a_group_id_that_no_longer_leads_a_job_is_not_killed() -> None:
             proc.kill()
             proc.wait()
         dog.close()
+
+
+def test_a_rest_stops_the_lapse_check_until_the_next_beat() -> None:
+    killed: list[int] = []
+    groups = Groups(5.0, kill=killed.append, unannounced=lambda: [21])
+    groups.apply("beat 100.0", now=100.0)
+    groups.apply("rest 101.0", now=101.0)  # idle: no launch spawning, nothing watched
+    assert groups.expire(150.0) == [] and killed == []
+    groups.apply("beat 160.0", now=160.0)  # a launch armed: timed again
+    assert groups.expire(166.0) == [21]
+
+
+def _switches(pid: int, tid: int | None = None) -> int:
+    path = f"/proc/{pid}/task/{tid}/status" if tid else f"/proc/{pid}/status"
+    with open(path) as f:
+        return next(int(line.split()[1]) for line in f
+                    if line.startswith("voluntary_ctxt_switches"))
+
+
+def test_an_idle_daemon_and_its_watchdog_sleep_until_a_launch_arms_them() -> None:
+    """Idle, neither the beat thread nor the watchdog wakes (they did 2 and 4 times a
+    second: issue 25); an armed launch has them beat and tick again."""
+    dog = Watchdog(BOUND).start()
+    try:
+        time.sleep(1.0)  # the first round: the daemon says it rests
+        beats = dog._beats.native_id  # noqa - the beat thread, to count its wake-ups
+        before = _switches(dog.proc.pid), _switches(os.getpid(), beats)
+        time.sleep(1.0)
+        after = _switches(dog.proc.pid), _switches(os.getpid(), beats)
+        assert after[0] - before[0] <= 1 and after[1] - before[1] <= 1, (before, after)
+        dog.arm()
+        time.sleep(1.0)
+        armed = _switches(dog.proc.pid), _switches(os.getpid(), beats)
+        assert armed[0] - after[0] >= 3 and armed[1] - after[1] >= 3, (after, armed)
+        dog.disarm()
+    finally:
+        dog.close()
+
+
+_ARMED = textwrap.dedent("""
+    import os, subprocess, sys, time
+    from grid_tasks.node.watchdog import Watchdog
+    dog = Watchdog(float(sys.argv[1])).start()
+    time.sleep(0.5)  # idle: resting, no beats
+    dog.arm()  # a launch begins
+    env = {**os.environ, "GRID_TASKS_JOB_ID": "7"}
+    untold = subprocess.Popen(["sleep", "60"], start_new_session=True, env=env)
+    print(untold.pid, dog.proc.pid, flush=True)
+    while True:  # frozen before its watch (SIGSTOP below)
+        time.sleep(0.1)
+""")
+
+
+def test_a_daemon_frozen_between_an_armed_spawn_and_its_watch_loses_the_job() -> None:
+    """An idle daemon's watchdog rests; a launch arms it before spawning, so a freeze
+    right after the spawn is still caught."""
+    daemon = subprocess.Popen([sys.executable, "-c", _ARMED, repr(BOUND)],
+                              stdout=subprocess.PIPE, text=True, start_new_session=True)
+    untold, dog = map(int, daemon.stdout.readline().split())
+    try:
+        time.sleep(BOUND * 1.5)  # beating while armed: nothing is killed
+        assert _alive(untold)
+        os.kill(daemon.pid, signal.SIGSTOP)
+        _until_dead([untold], BOUND + 2.0)
+    finally:
+        os.kill(daemon.pid, signal.SIGCONT)
+        os.killpg(daemon.pid, signal.SIGKILL)
+        daemon.wait()
+        try:
+            os.killpg(untold, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    _until_dead([dog], 3.0)

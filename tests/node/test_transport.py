@@ -1,0 +1,58 @@
+"""The node transport: every channel of a process on one command connection, and a
+closing consumer that does not wait out its BRPOP."""
+
+from __future__ import annotations
+
+import time
+
+import kombu
+import redis
+
+from grid_tasks.node.transport import TRANSPORT_PATH
+
+NAME = "transport-test"
+
+
+def _named(admin: redis.Redis) -> int:
+    return sum(1 for c in admin.client_list() if c["name"] == NAME)
+
+
+def _publish_on_channels(url: str, transport: str | None, channels: int) -> tuple[int, list]:
+    conn = kombu.Connection(url, transport=transport,
+                            transport_options={"client_name": NAME, "polling_interval": 10})
+    chans = [conn.channel() for _ in range(channels)]
+    for i, chan in enumerate(chans):
+        kombu.Producer(chan).publish({"n": i}, routing_key="transport-test-q")
+    return conn, chans
+
+
+def test_channels_share_one_command_connection_where_kombus_own_hold_two_each(redis_server):
+    admin = redis.Redis.from_url(redis_server.url(0))
+    try:
+        for transport, expected in ((TRANSPORT_PATH, 1), (None, 6)):
+            before = _named(admin)  # the shared connection outlives its kombu connection
+            conn, _ = _publish_on_channels(redis_server.url(1), transport, 3)
+            try:
+                assert _named(admin) - before == expected, transport
+            finally:
+                conn.release()
+    finally:
+        admin.delete("transport-test-q")  # db 0 of the private server only
+        admin.close()
+
+
+def test_a_consumer_parked_on_a_long_brpop_closes_at_once(redis_server):
+    """kombu reads the pending BRPOP reply on close: its own transport waits out the
+    10 s poll there; the node transport unblocks it first."""
+    conn = kombu.Connection(redis_server.url(1), transport=TRANSPORT_PATH,
+                            transport_options={"polling_interval": 10})
+    chan = conn.channel()
+    queue = kombu.Queue("transport-test-idle", channel=chan)
+    queue.declare()
+    queue.consume(callback=lambda message: None)
+    conn.transport.cycle.on_poll_start()  # what the event loop does: BRPOP sent
+    assert chan._in_poll
+    began = time.monotonic()
+    chan.close()
+    assert time.monotonic() - began < 2.0
+    conn.release()
