@@ -5,9 +5,10 @@ idle jobs in one RM, timed as a user runs them: the ``grid-tasks`` CLI in a new 
 Each backend gets a private database (a SQLite file in a temporary folder; PostgreSQL
 database ``bench_ops_<pid>`` on 127.0.0.1:5432, created and dropped here) and a private
 redis-server (the plan digest's store and the nodes' heartbeats: 16 nodes of 8
-processors registered alive).  Jobs are bulk-inserted.  The peer is main's code path
-(the same CLI from ``--peer-tree``, default /work/main, the tree before this change) at
-the sizes in ``--peer-sizes`` (default 10,000 only: its showq takes minutes deeper),
+processors registered alive).  Jobs are bulk-inserted.  The peer is the code path before
+issue 25 (the same CLI from ``--peer-tree``, a checkout of it, e.g. ``git worktree add
+/tmp/peer bf1a628``; without it no peer runs) at the sizes in ``--peer-sizes`` (default
+10,000 only: its showq takes minutes deeper),
 measured in the same run on the same database; ratios new / peer are printed, and each
 figure's growth relative to the smallest size.  Wall times are printed with the CPU
 time of the command (user + system: less disturbed by a busy machine).  "warm" runs
@@ -15,7 +16,7 @@ right after "cold" and must reuse its kept plan (GRID_TASKS_OPS_PLAN_MAX_AGE is 
 to MAX_AGE so a slow machine does not age it out; a miss stops the run).
 
     .venv/bin/python benchmarks/bench_ops_depth.py [--sizes 10000,50000,100000]
-        [--backends sqlite,postgresql] [--peer-sizes 10000] [--repeat 1]
+        [--backends sqlite,postgresql] [--peer-tree DIR --peer-sizes 10000] [--repeat 1]
 
 :func:`measure_depth` returns the figures for ``benchmarks/bench_scale.py``.
 """
@@ -156,7 +157,7 @@ def _env(url: str, redis_url: str, topology: Path) -> dict[str, str]:
 
 
 def measure_depth(sizes: list[int], backends: list[str], peer_sizes: list[int],
-                  peer_tree: Path = Path("/work/main"), repeat: int = 1,
+                  peer_tree: Path | None = None, repeat: int = 1,
                   log: Any = print) -> list[dict[str, Any]]:
     """One row per (backend, size, command, code): wall and CPU seconds (best of
     ``repeat``).  ``code`` is ``new`` (this tree) or ``peer`` (``peer_tree``)."""
@@ -176,7 +177,7 @@ def measure_depth(sizes: list[int], backends: list[str], peer_sizes: list[int],
 
 
 def _one_backend(backend: str, url: str, server: RedisServer, folder: Path, sizes: list[int],
-                 peer_sizes: list[int], peer_tree: Path, repeat: int, rng: random.Random,
+                 peer_sizes: list[int], peer_tree: Path | None, repeat: int, rng: random.Random,
                  log: Any) -> list[dict[str, Any]]:
     topology = folder / "grid.toml"
     topology.write_text(topology_text())
@@ -198,7 +199,8 @@ def _one_backend(backend: str, url: str, server: RedisServer, folder: Path, size
         with session_factory(get_engine(url))() as s:
             job = s.scalar(select(func.min(Job.id)).where(Job.rm == RM)) + size // 2
         log(f"[{backend}] {size} idle jobs inserted in {time.perf_counter() - t0:.1f} s")
-        codes = [("new", ROOT)] + ([("peer", peer_tree)] if size in peer_sizes else [])
+        peer = peer_tree is not None and size in peer_sizes
+        codes = [("new", ROOT)] + ([("peer", peer_tree)] if peer else [])
         for code, tree in codes:
             best: dict[str, tuple[float, float]] = {}
             for _ in range(repeat):
@@ -238,14 +240,15 @@ def report(rows: list[dict[str, Any]]) -> None:
                       f"   {peer_txt}   {ratio:>18}   {growth}{target}")
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="10000,50000,100000")
     parser.add_argument("--backends", default="sqlite,postgresql")
     parser.add_argument("--peer-sizes", default="10000")
-    parser.add_argument("--peer-tree", type=Path, default=Path("/work/main"))
+    parser.add_argument("--peer-tree", type=Path, default=None,
+                        help="a checkout of the code before issue 25 (no peer without it)")
     parser.add_argument("--repeat", type=int, default=1)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     ints = lambda text: [int(x) for x in text.split(",") if x.strip()]  # noqa: E731
     rows = measure_depth(ints(args.sizes), args.backends.split(","), ints(args.peer_sizes),
                          args.peer_tree, args.repeat)

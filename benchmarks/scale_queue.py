@@ -116,7 +116,11 @@ def main() -> None:
     parser.add_argument("--backends", default="sqlite,postgresql")
     parser.add_argument("--seconds", type=float, default=6.0,
                         help="length of each throughput measurement")
+    parser.add_argument("--quick", action="store_true",
+                        help="10,000 and 50,000 jobs on SQLite, 3 s measurements")
     args = parser.parse_args()
+    if args.quick:
+        args.depths, args.backends, args.seconds = "10000,50000", "sqlite", 3.0
     scale_queue(tuple(int(d) for d in args.depths.split(",")), tuple(args.backends.split(",")),
                 args.seconds, out=lambda line: print(line, flush=True))
 
