@@ -36,7 +36,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     ),
     "up": (
         "grid_tasks.cli.stack:up",
-        "Run a whole grid here: private Redis, SQLite, scheduler with beat, "
+        "Run a whole grid here: private Redis, database, scheduler with beat, "
         "node daemons.",
     ),
     "demo": (

@@ -106,8 +106,11 @@ def start_stack(console: Console, options: StackOptions) -> EmbeddedStack:
 def up(topology: Path | None, state_dir: Path | None, heartbeat: float, flower: bool,
        flower_port: int | None, duration: float | None, slurm: bool,
        database_url: str | None, node_harness: int, harness_jobs: str) -> None:
-    """Run a whole grid here: private Redis, a database (SQLite, or PostgreSQL with
-    --database-url), scheduler with beat, node daemons (and a Slurm cluster with --slurm).
+    """Run a whole grid here: private Redis, database, scheduler with beat, node daemons.
+
+    The database is a SQLite file in the state dir, or PostgreSQL with --database-url;
+    --slurm adds a private Slurm cluster, --node-harness serves the nodes from a few
+    processes (scale tests).
 
     Prints the GRID_TASKS_* variables that let other terminals use the grid
     (e.g. ``grid-tasks nodes``).  Ctrl-C or SIGTERM stops every process.
