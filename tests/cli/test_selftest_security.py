@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 
+import pytest
 from click.testing import CliRunner
 
 from grid_tasks.cli import main
@@ -43,6 +44,7 @@ def test_every_attack_is_refused_on_a_private_grid(tmp_path) -> None:
     assert "refused" in rows[MilBacktracking.name].happened
 
 
+@pytest.mark.slow  # over 15 s: the 20-minute CI budget (run with -m slow)
 def test_a_node_accepting_unsigned_messages_is_caught(tmp_path) -> None:
     """node1 restarted with GRID_TASKS_SIGNING=0: the forged launch runs, the row says
     MISS and the command exits 1; the control row on the same grid stays ok."""
@@ -56,6 +58,7 @@ def test_a_node_accepting_unsigned_messages_is_caught(tmp_path) -> None:
     assert rows["untrusted-submit"]["verdict"] == "ok"
 
 
+@pytest.mark.slow  # over 15 s: the 20-minute CI budget (run with -m slow)
 def test_a_user_trusted_as_scheduler_and_jobs_as_root_are_caught(tmp_path) -> None:
     """The user's certificate also in certs/scheduler/: its forged launch runs.  With no
     grid map (as root, jobs run as root), the job reads the daemon's environment."""

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import psutil
+import pytest
 
 from tests.conftest import DEMO_TOPOLOGY
 from tests.slurm_site import skip_reason
@@ -40,6 +41,7 @@ def _env(grid_env: dict[str, str]) -> dict[str, str]:
     return env
 
 
+@pytest.mark.slow  # over 15 s: the 20-minute CI budget (run with -m slow)
 def test_demo_checks_every_node_and_cleans_up(tmp_path, grid_env, grid_tasks_command):
     state = tmp_path / "demo"
     started = time.monotonic()
@@ -98,6 +100,7 @@ def _all_gone(family: list[psutil.Process], state: Path) -> None:
     assert not (state / "stack.env").exists()
 
 
+@pytest.mark.slow  # over 15 s: the 20-minute CI budget (run with -m slow)
 def test_up_stops_everything_after_an_impatient_second_ctrl_c(tmp_path, grid_env,
                                                               grid_tasks_command):
     # `grid-tasks up | tee up.log`, then Ctrl-C twice: the first one also ends tee, so
@@ -114,6 +117,7 @@ def test_up_stops_everything_after_an_impatient_second_ctrl_c(tmp_path, grid_env
         _all_gone(family, state)
 
 
+@pytest.mark.slow  # over 15 s: the 20-minute CI budget (run with -m slow)
 def test_up_stops_everything_on_sigterm(tmp_path, grid_env, grid_tasks_command):
     # (Ctrl-C, which `up` turns SIGTERM into: the impatient test above)
     state = tmp_path / "up"

@@ -41,6 +41,7 @@ def _started(grid: Any, job_id: int) -> bool:
                for _, _, _, g in subs)
 
 
+@pytest.mark.slow  # over 15 s: the 20-minute CI budget (run with -m slow)
 def test_a_waiting_subjob_costs_no_broker_message(duroc_grid, tmp_path):
     out = tmp_path / "m"
     out.mkdir()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from click.testing import CliRunner
 
 from grid_tasks.cli import main
@@ -24,6 +25,7 @@ def test_unknown_case_and_missing_flag_are_clear_errors() -> None:
     assert result.exit_code == 1 and "give --faults" in result.output
 
 
+@pytest.mark.slow  # over 15 s: the 20-minute CI budget (run with -m slow)
 def test_one_case_as_json(tmp_path) -> None:
     result = CliRunner().invoke(main, ["selftest", "--faults", "--case",
                                        "broker-mid-enactment", "--json",

@@ -144,6 +144,7 @@ def _run_job(settings: Settings, keys: GridKeys) -> tuple[JobStatus, str]:
         grid.close()
 
 
+@pytest.mark.slow  # over 15 s: the 20-minute CI budget (run with -m slow)
 def test_a_node_in_its_own_network_namespace(tmp_path):
     keys = ensure_grid_keys(tmp_path / "keys", getpass.getuser(),
                             now=dt.datetime.now(dt.timezone.utc))

@@ -96,6 +96,7 @@ def test_a_cluster_that_is_down_is_unavailable(tmp_path):
     assert err.value.code == "CONNECTION_FAILED"
 
 
+@pytest.mark.slow  # over 15 s: the 20-minute CI budget (run with -m slow)
 def test_a_reserved_job_starts_with_its_reservation_and_sooner_when_moved(client, open_dir):
     """Slurm checks reservations every 5 s: a job waits for its reservation's start and
     begins within that check after it; moving the start to now starts it at once."""
