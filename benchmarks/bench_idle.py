@@ -6,8 +6,9 @@ counters are its group's alone): ``old`` with ``GRID_TASKS_LEAN_NODES=0`` (Celer
 defaults, what every node ran before issue 25) and ``new`` with the lean settings of
 :mod:`grid_tasks.node.worker_config`.  ``--old-tree DIR`` runs the old group from another
 checkout instead (e.g. ``git worktree add /tmp/main main``): its code as well as its
-settings (the watchdog's idle beats, the heartbeat's MULTI), not only the settings.  Once all are registered and settled it measures,
-over the same window (so both groups see the same machine load):
+settings (the watchdog's idle beats, the heartbeat's MULTI), not only the settings.
+Once all are registered and settled it measures, over the same window (so both groups
+see the same machine load):
 
 * Redis connections per daemon (``CLIENT LIST`` entries whose client port is one of
   the daemon's sockets);
