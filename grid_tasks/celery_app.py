@@ -4,6 +4,9 @@ Queues:
 
 * ``scheduler`` (:data:`SCHEDULER_QUEUE`) - Maui iterations, brokers, DUROC chord
   bodies and Celery's own ``celery.accumulate`` / ``celery.chord_unlock``;
+* ``iterate.<rm>`` (:func:`iteration_queue`) - one resource manager's Maui iterations
+  and node watch: the shared scheduler workers consume those of every RM not marked
+  ``scheduler = "own"`` in the topology, an RM's own ``--iterations`` worker its own;
 * ``gram.<rm>`` (:func:`gatekeeper_queue`) - the GRAM gatekeeper of one resource manager;
 * ``node.<rm>.<node>`` (:func:`node_queue`) - one node daemon.
 
@@ -40,12 +43,15 @@ from grid_tasks.node.worker_config import node_worker_config
 # re-exported: callers know the queue names as the app's
 from grid_tasks.queues import (  # noqa: F401
     HOUSEKEEPING_TASKS,
+    ITERATION_TASKS,
     SCHEDULER_QUEUE,
     QueueNameError,
     gatekeeper_queue,
+    iteration_queue,
     node_queue,
     readable,
 )
+from grid_tasks import scheduler_queues
 from grid_tasks.security.config import is_tls_url
 from grid_tasks.security.connections import check_redis
 from grid_tasks.security.inspection import on_daemon_start
@@ -109,6 +115,8 @@ class GridRouter:
 
     * ``grid_tasks.node.*`` and any task given both ``rm`` and ``node`` -> node queue;
     * ``grid_tasks.gram.*`` given ``rm`` -> gatekeeper queue;
+    * an RM's iteration and node watch (:data:`ITERATION_TASKS`) -> its iteration queue,
+      whoever sends them (triggers, beat, the lock watch): no sender spells the queue;
     * Celery's chord helpers and everything else -> scheduler queue.
     """
 
@@ -118,6 +126,8 @@ class GridRouter:
         rm, node = kwargs.get("rm"), kwargs.get("node")
         if name.startswith("grid_tasks.node.") and rm and node:
             return {"queue": node_queue(rm, node)}
+        if name in ITERATION_TASKS and rm:
+            return {"queue": iteration_queue(rm)}
         if (name.startswith("grid_tasks.gram.") or name in GATEKEEPER_TASKS) and rm:
             if node and kwargs.get("on_node", False):
                 return {"queue": node_queue(rm, node)}
@@ -305,6 +315,7 @@ def create_app(settings: Settings | None = None, *, main: str = "grid_tasks",
         _refuse_to_work(app, exc)
     daemon.install(app)  # node daemon lifecycle (registration, heartbeats)
     harness.install(app)  # the scale harness's (inert unless asked for)
+    scheduler_queues.install(app)  # shared RMs' iteration queues (inert off `scheduler`)
     return app
 
 

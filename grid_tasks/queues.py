@@ -12,14 +12,22 @@ import re
 from grid_tasks.errors import GridTasksError
 
 SCHEDULER_QUEUE = "scheduler"
+#: Prefix of an RM's iteration queue (:func:`iteration_queue`).
+ITERATION_PREFIX = "iterate"
+
+#: The tasks of one RM's scheduler: its Maui iteration and its node watch.  Each RM's
+#: travel on a queue of their own (:func:`iteration_queue`), so a deep RM's costly
+#: iterations can be served by a process of their own (``[rm.X] scheduler = "own"``)
+#: and never hold the workers the other RMs' iterations need (issue 25).
+ITERATION_TASKS: frozenset[str] = frozenset({
+    "grid_tasks.scheduling.tasks.iterate", "grid_tasks.scheduling.tasks.watch_nodes"})
 
 #: Housekeeping tasks: beat sends them every few seconds per resource manager (an
 #: idle ``grid-tasks up`` ran 69 a minute, 276 task events), so in Flower they would
 #: bury the users' work.
 #: They send no task events (:data:`grid_tasks.celery_app.HOUSEKEEPING`) unless one
 #: fails: a failing iteration is the operator's business.
-HOUSEKEEPING_TASKS: frozenset[str] = frozenset({
-    "grid_tasks.scheduling.tasks.iterate", "grid_tasks.scheduling.tasks.watch_nodes"})
+HOUSEKEEPING_TASKS: frozenset[str] = ITERATION_TASKS
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*$")
 
 
@@ -41,6 +49,14 @@ def gatekeeper_queue(rm: str) -> str:
 def node_queue(rm: str, node: str) -> str:
     """The queue of one node daemon: ``node.<rm>.<node>``."""
     return f"node.{_check('resource manager', rm)}.{_check('node', node)}"
+
+
+def iteration_queue(rm: str) -> str:
+    """The queue of resource manager ``rm``'s iterations and node watch: ``iterate.<rm>``.
+
+    Served by the shared scheduler workers, or by the RM's own ``grid-tasks worker
+    --iterations RM`` when the topology marks it ``scheduler = "own"``."""
+    return f"{ITERATION_PREFIX}.{_check('resource manager', rm)}"
 
 
 def readable(verb: str, *, job: object = None, rm: str | None = None,

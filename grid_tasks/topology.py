@@ -6,6 +6,7 @@ surely misspelt, such as ``memroy_mb``; RM-level attributes are inherited by its
 
     [rm.rmA]
     policy_file = "maui.cfg"          # relative to this file
+    scheduler = "own"                 # optional: its iterations in a process of their own
     site = "north"
 
     [rm.rmA.node.node1]
@@ -52,8 +53,8 @@ from grid_tasks.errors import ConfigError, NotFoundError
 from grid_tasks.hostlist import HostlistError, compress, expand
 from grid_tasks.tomlpos import hostile_value_error, locate_key, syntax_error
 
-__all__ = ["GridTopology", "NodeSpec", "RMKind", "ResourceManagerSpec", "SlurmSpec",
-           "load_topology", "locate_key", "parse_topology"]
+__all__ = ["GridTopology", "NodeSpec", "RMKind", "ResourceManagerSpec", "SchedulerPlacement",
+           "SlurmSpec", "load_topology", "locate_key", "parse_topology"]
 
 AttrValue = str | int | float | bool
 
@@ -65,7 +66,7 @@ RESERVED_ATTRS = frozenset({"name", "rm", "procs", "memory", "disk", "swap", "fe
 #: The keys the schema gives a meaning to, per table.  Any other key is a free attribute,
 #: unless it is so close to one of these that it is surely a misspelling of it.
 NODE_KEYS = (*RESOURCE_KEYS, "features")
-RM_KEYS = ("policy_file", "node", "kind")
+RM_KEYS = ("policy_file", "node", "kind", "scheduler")
 SLURM_KEYS = ("slurm_conf", "partition", "account", "output_dir")
 #: How alike (difflib's ratio) a free attribute may be to a schema key before it is
 #: taken for a typo: catches memroy_mb, feature, polcy_file; spares arch, os, gpus, site.
@@ -108,6 +109,15 @@ class RMKind(str, Enum):
     SLURM = "slurm"
 
 
+class SchedulerPlacement(str, Enum):
+    """Where a Maui RM's iterations run: on the shared scheduler workers, or in a process
+    of their own (``grid-tasks worker --iterations RM``), as a real site runs one Maui
+    per cluster: a deep queue's costly iterations then slow no other RM (issue 25)."""
+
+    SHARED = "shared"
+    OWN = "own"
+
+
 @dataclass(frozen=True)
 class SlurmSpec:
     """How to reach a Slurm cluster: its configuration (selects controller and ports for
@@ -133,6 +143,7 @@ class ResourceManagerSpec:
     attributes: Mapping[str, AttrValue] = field(default_factory=dict, hash=False)
     kind: RMKind = RMKind.MAUI
     slurm: SlurmSpec | None = None
+    scheduler: SchedulerPlacement = SchedulerPlacement.SHARED
 
     @cached_property
     def _by_name(self) -> dict[str, NodeSpec]:
@@ -174,6 +185,11 @@ class GridTopology:
     def of_kind(self, kind: RMKind) -> list[ResourceManagerSpec]:
         """The resource managers of one kind, in file order."""
         return [spec for spec in self.rms.values() if spec.kind is kind]
+
+    def iterations(self, placement: SchedulerPlacement) -> list[str]:
+        """The RMs whose iterations run at ``placement``, in file order (a Slurm
+        cluster's, no-ops that beat still sends, on the shared workers)."""
+        return [name for name, spec in self.rms.items() if spec.scheduler is placement]
 
     def iter_nodes(self) -> Iterator[NodeSpec]:
         """Every node of every resource manager, in file order."""
@@ -287,19 +303,27 @@ class _Builder:
         if not nodes:
             raise self.error(f"resource manager {name!r} has no nodes", path)
         policy_path = None if policy is None else self._resolve(policy)
-        return ResourceManagerSpec(name, policy_path, nodes, MappingProxyType(attrs))
+        placement = self.choice(SchedulerPlacement, body.get("scheduler", "shared"),
+                                path + ("scheduler",))
+        return ResourceManagerSpec(name, policy_path, nodes, MappingProxyType(attrs),
+                                   scheduler=placement)
 
     def kind(self, value: Any, path: tuple[str, ...]) -> RMKind:
+        return self.choice(RMKind, value, path)
+
+    def choice(self, enum: type[Any], value: Any, path: tuple[str, ...]) -> Any:
+        """``value`` as a member of the string enum ``enum``; else an error naming them."""
         try:
-            return RMKind(value)
+            return enum(value)
         except ValueError:
-            kinds = ", ".join(repr(k.value) for k in RMKind)
-            raise self.error(f"kind must be one of {kinds}, got {value!r}", path) from None
+            allowed = ", ".join(repr(k.value) for k in enum)
+            raise self.error(f"{path[-1]} must be one of {allowed}, got {value!r}",
+                             path) from None
 
     def build_slurm(self, name: str, body: dict[str, Any]) -> ResourceManagerSpec:
         """A Slurm cluster: how to reach it; nodes and a policy file are Slurm's own."""
         path = ("rm", name)
-        for key in ("node", "policy_file", *RESOURCE_KEYS, "features"):
+        for key in ("node", "policy_file", "scheduler", *RESOURCE_KEYS, "features"):
             if key in body:
                 raise self.error(f"{key!r} does not apply to a Slurm cluster: Slurm knows its "
                                  "nodes and schedules them itself", path + (key,))

@@ -22,7 +22,7 @@ ROOT = Path(grid_tasks.__file__).resolve().parent
 #: Layer of each package or module (the longest matching prefix wins); unlisted: 0,
 #: the base every layer may use (errors, settings, security, the pure core, ...).
 LAYERS: dict[str, int] = {
-    "db": 1, "ha": 1, "node": 1, "schedmods": 1, "effects": 1,
+    "db": 1, "ha": 1, "node": 1, "schedmods": 1, "effects": 1, "scheduler_queues": 1,
     "legion": 2, "celery_app": 2,
     "services": 3,
     "metrics": 4,

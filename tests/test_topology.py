@@ -8,7 +8,8 @@ import pytest
 from hypothesis import given, settings as hsettings, strategies as st
 
 from grid_tasks.errors import ConfigError, NotFoundError
-from grid_tasks.topology import GridTopology, RMKind, load_topology, locate_key, parse_topology
+from grid_tasks.topology import (GridTopology, RMKind, SchedulerPlacement, load_topology,
+                                 locate_key, parse_topology)
 
 REPO = Path(__file__).resolve().parent.parent
 CONFIG = REPO / "config"
@@ -340,3 +341,29 @@ def test_a_thousand_node_topology_loads_fast(tmp_path):
             topo.node(spec.rm, spec.name)
         assert sum(1 for _ in topo.iter_nodes()) == 1000
         assert time.perf_counter() - started < 1.0  # ~0.06 s measured
+
+
+def test_an_rm_may_have_its_iterations_in_a_process_of_its_own():
+    topo = parse_topology('[rm.a]\nscheduler = "own"\n[rm.a.node.n1]\nprocs = 1\n'
+                          '[rm.b]\n[rm.b.node.n2]\nprocs = 1\n'
+                          '[rm.c]\nscheduler = "shared"\n[rm.c.node.n3]\nprocs = 1\n')
+    assert topo.rm("a").scheduler is SchedulerPlacement.OWN
+    assert topo.rm("b").scheduler is SchedulerPlacement.SHARED  # the default
+    assert topo.iterations(SchedulerPlacement.OWN) == ["a"]
+    assert topo.iterations(SchedulerPlacement.SHARED) == ["b", "c"]
+    assert "scheduler" not in topo.rm("a").attributes  # a setting, not a free attribute
+
+
+@pytest.mark.parametrize("text,message,line,column", [
+    ('[rm.a]\nsite = "x"\nscheduler = "alone"\n[rm.a.node.n1]\nprocs = 1\n',
+     "scheduler must be one of 'shared', 'own', got 'alone'", 3, 1),
+    ('[rm.a]\n  scheduler = 1\n[rm.a.node.n1]\nprocs = 1\n',
+     "scheduler must be one of 'shared', 'own', got 1", 2, 3),
+    ('[rm.s]\nkind = "slurm"\nslurm_conf = "a"\nscheduler = "own"\n',
+     "does not apply to a Slurm cluster", 4, 1),
+])
+def test_a_bad_scheduler_placement_names_line_and_column(text, message, line, column):
+    with pytest.raises(ConfigError) as err:
+        parse_topology(text, "grid.toml")
+    assert message in str(err.value)
+    assert (err.value.line, err.value.column) == (line, column)

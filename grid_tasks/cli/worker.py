@@ -10,7 +10,8 @@ import click
 from celery.bin.celery import celery
 
 from grid_tasks.celery_app import (
-    SCHEDULER_QUEUE, check_connectivity, create_app, gatekeeper_queue, node_queue,
+    SCHEDULER_QUEUE, check_connectivity, create_app, gatekeeper_queue, iteration_queue,
+    node_queue,
 )
 from grid_tasks.errors import ConfigError, GridTasksError
 from grid_tasks.hostlist import expand
@@ -21,9 +22,10 @@ from grid_tasks.node.harness import (
 )
 from grid_tasks.node.worker_config import node_worker_argv
 from grid_tasks.private_files import private_dir
+from grid_tasks.scheduler_queues import shared_iteration_queues
 from grid_tasks.security.startup import check_node_account
 from grid_tasks.settings import Settings
-from grid_tasks.topology import load_topology
+from grid_tasks.topology import RMKind, load_topology
 
 
 #: A node daemon's tasks (launches, node checks) are short, so it runs them one after
@@ -35,6 +37,10 @@ NODE_POOL, DEFAULT_POOL = "solo", "threads"
 #: A scale harness serves many identities: launches of different ones overlap (their
 #: reports then leave in one batch) instead of queueing behind one another.
 HARNESS_POOL, HARNESS_CONCURRENCY = "threads", 4
+#: An RM's own iteration worker: one thread in one process, so the RM's iterations run
+#: one after another beside no other RM's and its caches (the queue cache, the idle
+#: queue) stay warm in that process; the consumer thread stays free to take the next.
+ITERATIONS_POOL, ITERATIONS_CONCURRENCY = "threads", 1
 
 
 def default_pool(rm: str | None, node: str | None) -> str:
@@ -45,17 +51,24 @@ def default_pool(rm: str | None, node: str | None) -> str:
 def worker_argv(*, rm: str | None, node: str | None, scheduler: bool, gatekeepers: bool,
                 beat: bool, settings: Settings, pool: str | None, concurrency: int | None,
                 loglevel: str, extra: tuple[str, ...] = (),
-                harness: HarnessSpec | None = None) -> list[str]:
+                harness: HarnessSpec | None = None,
+                iterations: tuple[str, ...] = ()) -> list[str]:
     """The ``celery worker`` arguments for this role (without the program name);
     ``pool`` None: the role's :func:`default_pool`."""
     if harness is not None:
         return harness_argv(harness, pool, concurrency, loglevel, extra)
+    if iterations:
+        return iterations_argv(iterations, pool, concurrency, loglevel, extra)
     pool = pool or default_pool(rm, node)
     queues: list[str] = []
     if scheduler:
         queues.append(SCHEDULER_QUEUE)
+        topo = load_topology(settings.topology_file) if settings.topology_file.exists() \
+            else None
+        if topo is not None:  # without one, the worker's bootstep follows the file
+            queues += shared_iteration_queues(topo)
         if gatekeepers:
-            topo = load_topology(settings.topology_file)
+            topo = topo or load_topology(settings.topology_file)
             queues += [gatekeeper_queue(name) for name in topo.rms]
     if rm and node:
         queues.append(node_queue(rm, node))
@@ -90,6 +103,34 @@ def harness_argv(spec: HarnessSpec, pool: str | None, concurrency: int | None,
             "-P", pool or HARNESS_POOL, "-c", str(concurrency or HARNESS_CONCURRENCY),
             "-l", loglevel, "-E", "--without-mingle", "--without-gossip",
             *node_worker_argv(), *extra]
+
+
+def iterations_argv(rms: tuple[str, ...], pool: str | None, concurrency: int | None,
+                    loglevel: str, extra: tuple[str, ...] = ()) -> list[str]:
+    """``celery worker`` arguments of the iteration worker of ``rms`` (their queues only)."""
+    queues = [iteration_queue(rm) for rm in rms]
+    return ["worker", "-Q", ",".join(queues), "-n", f"iterations.{'+'.join(rms)}@%h",
+            "-P", pool or ITERATIONS_POOL, "-c", str(concurrency or ITERATIONS_CONCURRENCY),
+            "-l", loglevel, "-E", "--without-mingle", "--without-gossip", *extra]
+
+
+def iterations_of(value: str | None, settings: Settings) -> tuple[str, ...]:
+    """The RMs ``--iterations A,B`` names, checked against the topology: Maui RMs (a
+    Slurm cluster schedules itself); a UsageError names what is wrong."""
+    if not value:
+        return ()
+    names = tuple(n.strip() for n in value.split(",") if n.strip())
+    if not names:
+        raise click.UsageError("--iterations needs resource manager names (A or A,B)")
+    try:
+        topology = load_topology(settings.topology_file)
+        for name in names:
+            if topology.rm(name).kind is not RMKind.MAUI:
+                raise click.UsageError(f"--iterations {name}: a Slurm cluster schedules its "
+                                       "jobs itself; no iteration runs for it")
+    except GridTasksError as exc:
+        raise click.UsageError(str(exc)) from None
+    return names
 
 
 def harness_spec_of(rm: str | None, nodes: str | None, jobs: str,
@@ -138,7 +179,13 @@ def configured_app(settings: Settings, *, beat: bool) -> Any:
               default=JobsMode.REAL.value, show_default=True,
               help="With --harness: run job parts for real, or stand in for them (reported "
                    "started and exited 0 at once: the grid's own costs alone).")
-@click.option("--scheduler", is_flag=True, help="Consume the scheduler queue.")
+@click.option("--scheduler", is_flag=True,
+              help="Consume the scheduler queue and the iteration queues of every RM not "
+                   "marked scheduler = \"own\" in the topology.")
+@click.option("--iterations", metavar="RM[,RM]",
+              help="Run these RMs' iterations only, in this one process (one thread): for "
+                   "RMs marked scheduler = \"own\", whose deep queues must not slow the "
+                   "others.")
 @click.option("--gatekeepers", is_flag=True,
               help="With --scheduler: also serve every RM's gatekeeper queue (small grids).")
 @click.option("--beat", is_flag=True,
@@ -155,7 +202,8 @@ def configured_app(settings: Settings, *, beat: bool) -> Any:
               help="Check broker and Redis (and, for --scheduler, the database) first.")
 @click.argument("celery_args", nargs=-1, type=click.UNPROCESSED)
 def worker(rm: str | None, node: str | None, harness: bool, nodes: str | None, jobs: str,
-           scheduler: bool, gatekeepers: bool, beat: bool, topology: Path | None,
+           scheduler: bool, iterations: str | None, gatekeepers: bool, beat: bool,
+           topology: Path | None,
            pool: str | None, concurrency: int | None, loglevel: str, check: bool,
            celery_args: tuple[str, ...]) -> None:
     """Run a worker: node daemon (--rm RM --node NODE), gatekeeper (--rm RM) or scheduler.
@@ -170,6 +218,7 @@ def worker(rm: str | None, node: str | None, harness: bool, nodes: str | None, j
       grid-tasks worker --rm rmA --node node1     node daemon of rmA/node1
       grid-tasks worker --rm rmA                  rmA's GRAM gatekeeper (gram.rmA)
       grid-tasks worker --scheduler --beat        scheduler queue and beat
+      grid-tasks worker --iterations rmA          rmA's iterations, in a process of their own
       grid-tasks worker --rm rmA -- --autoscale=4,1
       grid-tasks worker --harness --rm rmA --nodes 'n[001-100]' --jobs standin
     """
@@ -178,18 +227,23 @@ def worker(rm: str | None, node: str | None, harness: bool, nodes: str | None, j
     settings = Settings.from_env()
     spec = None
     if harness:
-        if node or scheduler or gatekeepers or beat:
+        if node or scheduler or gatekeepers or beat or iterations:
             raise click.UsageError("--harness serves node identities only (no --node, "
-                                   "--scheduler, --gatekeepers or --beat)")
+                                   "--scheduler, --iterations, --gatekeepers or --beat)")
         spec = harness_spec_of(rm, nodes, jobs, settings)
         check_node_account(settings.gridmap_file, settings.single_user)
     else:
         if nodes:
             raise click.UsageError("--nodes goes with --harness")
-        _validate(rm, node, scheduler, gatekeepers, settings)
+        if iterations and (rm or node or scheduler or gatekeepers or beat):
+            raise click.UsageError("--iterations runs iterations only (no --rm, --node, "
+                                   "--scheduler, --gatekeepers or --beat)")
+        if not iterations:
+            _validate(rm, node, scheduler, gatekeepers, settings)
+    own = iterations_of(iterations, settings) if not harness else ()
     argv = worker_argv(rm=rm, node=node, scheduler=scheduler, gatekeepers=gatekeepers,
                        beat=beat, settings=settings, pool=pool, concurrency=concurrency,
-                       loglevel=loglevel, extra=celery_args, harness=spec)
+                       loglevel=loglevel, extra=celery_args, harness=spec, iterations=own)
     # The node daemon bootstep reads its identity from these (also for plain `celery worker`).
     for name in ("GRID_TASKS_RM", "GRID_TASKS_NODE", ENV_HARNESS, ENV_HARNESS_JOBS):
         os.environ.pop(name, None)
@@ -204,6 +258,8 @@ def worker(rm: str | None, node: str | None, harness: bool, nodes: str | None, j
         check_connectivity(settings)
         if scheduler:
             sync_topology(settings)
+        if own:  # iterations read the policy files
+            load_topology(settings.topology_file).check_policy_files()
     code = run_celery(configured_app(settings, beat=beat), argv)
     if code:
         raise SystemExit(code)

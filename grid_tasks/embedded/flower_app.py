@@ -19,7 +19,7 @@ from kombu import Exchange, Queue
 
 from grid_tasks.celery_app import app
 from grid_tasks.errors import GridTasksError
-from grid_tasks.queues import SCHEDULER_QUEUE, gatekeeper_queue, node_queue
+from grid_tasks.queues import SCHEDULER_QUEUE, gatekeeper_queue, iteration_queue, node_queue
 from grid_tasks.settings import app_settings
 from grid_tasks.topology import GridTopology, load_topology
 
@@ -27,9 +27,10 @@ __all__ = ["app", "topology_queues"]
 
 
 def topology_queues(topology: GridTopology) -> list[str]:
-    """Every queue of ``topology``'s grid: the scheduler's, each RM's gatekeeper's and
-    each node daemon's."""
-    return [SCHEDULER_QUEUE, *(gatekeeper_queue(rm) for rm in topology.rms),
+    """Every queue of ``topology``'s grid: the scheduler's, each RM's iterations' and
+    gatekeeper's, and each node daemon's."""
+    return [SCHEDULER_QUEUE, *(iteration_queue(rm) for rm in topology.rms),
+            *(gatekeeper_queue(rm) for rm in topology.rms),
             *(node_queue(n.rm, n.name) for n in topology.iter_nodes())]
 
 

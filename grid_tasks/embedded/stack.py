@@ -3,10 +3,11 @@
 Starts, in order: a private redis-server (broker, results, tokens, heartbeats in
 separate databases), the database (SQLite in the state dir, or the PostgreSQL
 database named by ``--database-url``; migrated and the topology synced once, before
-any daemon starts), the scheduler worker with every RM's gatekeeper queue, two
-highly available beats (:mod:`grid_tasks.ha`), one node daemon per node of the
-topology, a ``/metrics`` endpoint in this process, optionally Flower with basic auth
-and a private Slurm cluster.  :meth:`stop` (also on Ctrl-C / SIGTERM via
+any daemon starts), two scheduler workers (the scheduler queue and the iterations of
+every RM not marked ``scheduler = "own"``), one iteration worker per RM so marked, one
+gatekeeper per RM, two highly available beats (:mod:`grid_tasks.ha`), one node daemon
+per node of the topology, a ``/metrics`` endpoint in this process, optionally Flower
+with basic auth and a private Slurm cluster.  :meth:`stop` (also on Ctrl-C / SIGTERM via
 :func:`stop_on_signals`) leaves no process behind.
 """
 
@@ -47,7 +48,7 @@ from grid_tasks.security.config import SigningSettings
 from grid_tasks.security.role_keys import GridKeys, also_trust, ensure_grid_keys
 from grid_tasks.security.roles import Role
 from grid_tasks.settings import Settings, default_config_file, default_ttl, node_env
-from grid_tasks.topology import GridTopology, load_topology
+from grid_tasks.topology import GridTopology, SchedulerPlacement, load_topology
 
 log = logging.getLogger(__name__)
 
@@ -252,24 +253,9 @@ class EmbeddedStack:
         return grid_tasks_command(*args)
 
     def _spawn_workers(self) -> None:
+        for name, args in service_workers(self.topology, self.options.loglevel):
+            self.supervisor.spawn(name, self._grid_tasks(*args), env=self.child_env())
         lvl = self.options.loglevel
-        self.supervisor.spawn("scheduler", self._grid_tasks(
-            "worker", "--scheduler", "--no-check", "-l", lvl, "-c", "4"),
-            env=self.child_env())
-        # One gatekeeper per RM, as each cluster runs its own: the subjobs of a
-        # coallocated job are submitted, and their RMs' iterations run (iterate_here),
-        # in parallel processes rather than behind one GIL (bench_duroc).  Threads, not
-        # CPUs: DUROC subjob watchers spend their slot blocked on Redis.
-        for rm in self.topology.rms:
-            self.supervisor.spawn(f"gatekeeper-{rm}", self._grid_tasks(
-                "worker", "--rm", rm, "--no-check", "-l", lvl, "-c", "8",
-                "--", "-n", f"gatekeeper-{rm}@%h"), env=self.child_env())
-        # A second scheduler-queue worker: iterations of different RMs (and everything
-        # else on that queue) run in two processes, not behind one GIL (bench_gram (c)).
-        self.supervisor.spawn("scheduler-2", self._grid_tasks(
-            "worker", "--scheduler", "--no-check", "-l", lvl, "-c", "4",
-            "--", "-n", "scheduler-2@%h"),
-            env=self.child_env())
         if self.options.node_harness > 0:
             self._spawn_harnesses()
             return
@@ -348,6 +334,28 @@ class EmbeddedStack:
         if self.redis.pid:
             pids.add(self.redis.pid)
         return pids
+
+
+def service_workers(topology: GridTopology, loglevel: str) -> list[tuple[str, list[str]]]:
+    """(name, ``grid-tasks`` arguments) of the grid's service workers: schedulers,
+    gatekeepers and the iteration workers of the RMs marked ``scheduler = "own"``."""
+    lvl = ("--no-check", "-l", loglevel)
+    # Two scheduler-queue workers: iterations of different RMs (and everything else on
+    # that queue) run in two processes, not behind one GIL (bench_gram (c)).
+    found = [("scheduler", ["worker", "--scheduler", *lvl, "-c", "4"]),
+             ("scheduler-2", ["worker", "--scheduler", *lvl, "-c", "4",
+                              "--", "-n", "scheduler-2@%h"])]
+    # One gatekeeper per RM, as each cluster runs its own: the subjobs of a coallocated
+    # job are submitted, and their RMs' iterations run (iterate_here), in parallel
+    # processes rather than behind one GIL (bench_duroc).  Threads, not CPUs: DUROC
+    # subjob watchers spend their slot blocked on Redis.
+    found += [(f"gatekeeper-{rm}", ["worker", "--rm", rm, *lvl, "-c", "8",
+                                    "--", "-n", f"gatekeeper-{rm}@%h"]) for rm in topology.rms]
+    # A deep RM's Maui in a process of its own, as a real site runs one per cluster: its
+    # iterations then hold no thread, nor GIL, of the shared schedulers (issue 25).
+    found += [(f"iterations-{rm}", ["worker", "--iterations", rm, *lvl])
+              for rm in topology.iterations(SchedulerPlacement.OWN)]
+    return found
 
 
 def _listening(port: int) -> bool:

@@ -24,7 +24,7 @@ from grid_tasks.legion.tokens import TokenStore
 from grid_tasks.metrics.exposition import MetricFamily
 from grid_tasks.metrics.iteration import read_iterations
 from grid_tasks.node.registry import NodeRegistry
-from grid_tasks.queues import SCHEDULER_QUEUE, gatekeeper_queue, node_queue
+from grid_tasks.queues import SCHEDULER_QUEUE, gatekeeper_queue, iteration_queue, node_queue
 from grid_tasks.security.connections import redis_client
 from grid_tasks.security.refusals import KINDS, counts
 from grid_tasks.settings import Settings
@@ -64,9 +64,11 @@ class Sources:
 
 
 def queues_of(topology: GridTopology) -> list[tuple[str, dict[str, str]]]:
-    """Every queue of the grid with its labels: scheduler, gatekeepers, node daemons."""
+    """Every queue of the grid with its labels: scheduler, RMs' iterations, gatekeepers,
+    node daemons."""
     found = [(SCHEDULER_QUEUE, {"kind": "scheduler", "rm": "", "node": ""})]
     for rm in sorted(topology.rms):
+        found.append((iteration_queue(rm), {"kind": "iterations", "rm": rm, "node": ""}))
         found.append((gatekeeper_queue(rm), {"kind": "gatekeeper", "rm": rm, "node": ""}))
     for spec in topology.iter_nodes():
         found.append((node_queue(spec.rm, spec.name),

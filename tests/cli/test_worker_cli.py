@@ -27,8 +27,37 @@ def test_argv_for_each_role(settings):
     assert gate[gate.index("-Q") + 1] == "gram.rmB"
     sched = worker_argv(rm=None, node=None, scheduler=True, gatekeepers=True, beat=True,
                         **common)
-    assert sched[sched.index("-Q") + 1] == "scheduler,gram.rmA,gram.rmB"
+    assert sched[sched.index("-Q") + 1] == \
+        "scheduler,iterate.rmA,iterate.rmB,gram.rmA,gram.rmB"
     assert "-B" in sched and str(settings.state_dir) in sched[sched.index("-s") + 1]
+
+
+def test_an_rm_marked_own_leaves_the_shared_scheduler_for_a_worker_of_its_own(settings,
+                                                                               tmp_path):
+    from tests.test_scheduler_queues import own_topology
+
+    mine = settings.replace(topology_file=own_topology(tmp_path, "rmA"))
+    common = dict(rm=None, node=None, gatekeepers=False, beat=False, settings=mine,
+                  pool=None, concurrency=None, loglevel="INFO")
+    shared = worker_argv(scheduler=True, **common)
+    assert shared[shared.index("-Q") + 1] == "scheduler,iterate.rmB"
+    own = worker_argv(scheduler=False, iterations=("rmA",), **common)
+    assert own[own.index("-Q") + 1] == "iterate.rmA"  # nothing but its RM's iterations
+    assert own[own.index("-n") + 1] == "iterations.rmA@%h"
+    # one process, one thread: its caches stay warm and no other RM runs beside it
+    assert (own[own.index("-P") + 1], own[own.index("-c") + 1]) == ("threads", "1")
+
+
+@pytest.mark.parametrize("args, code, words", [
+    (["--iterations", "rmZ"], 2, "unknown resource manager 'rmZ'"),
+    (["--iterations", "rmA", "--scheduler"], 2, "--iterations runs iterations only"),
+    (["--iterations", "rmA", "--rm", "rmA"], 2, "--iterations runs iterations only"),
+    (["--iterations", ","], 2, "--iterations needs resource manager names"),
+])
+def test_iterations_worker_mistakes(args, code, words, grid_env):
+    result = _run(["worker", *args], grid_env)
+    assert result.exit_code == code, result.output
+    assert words in result.output + result.stderr
 
 
 def test_node_daemons_default_to_the_solo_pool_and_other_roles_to_threads(settings):

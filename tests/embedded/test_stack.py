@@ -23,12 +23,14 @@ import redis
 from grid_tasks.client import Grid
 from grid_tasks.embedded.flower_app import topology_queues
 from grid_tasks.embedded.health import HealthError, check_beat, check_node, check_worker
-from grid_tasks.embedded.stack import EmbeddedStack, StackOptions, stop_on_signals
+from grid_tasks.embedded.stack import (EmbeddedStack, StackOptions, service_workers,
+                                       stop_on_signals)
 from grid_tasks.embedded.supervisor import ChildFailed
 from grid_tasks.errors import ConfigError
 from grid_tasks.ha.status import read_status
 from grid_tasks.security.roles import Role
 from grid_tasks.states import NodeState
+from grid_tasks.topology import load_topology
 from tests.conftest import DEMO_TOPOLOGY
 from tests.metrics.flower_live import flower_shown_check, flower_stack, flower_task
 from tests.waiting import until
@@ -215,7 +217,8 @@ def test_flowers_broker_page_lists_every_queue_from_the_start(running: EmbeddedS
     starting: the page listed `scheduler` alone until a refresh.  Flower's app declares
     the topology's queues."""
     queues = topology_queues(running.topology)
-    assert len(queues) == 7 and "node.rmB.node4" in queues and "gram.rmA" in queues
+    assert len(queues) == 9 and "node.rmB.node4" in queues and "gram.rmA" in queues
+    assert "iterate.rmA" in queues and "iterate.rmB" in queues
     code, page = _get(running.flower_url + "broker", running.flower_auth)
     assert code == 200
     listed = re.findall(rb'<tr id="([^"]+)">', page)
@@ -256,3 +259,16 @@ def _healthy(probe: Any) -> bool:
     except HealthError:
         return False
     return True
+
+
+def test_up_runs_an_iteration_worker_for_each_rm_marked_own(tmp_path) -> None:
+    from tests.test_scheduler_queues import own_topology
+
+    def roles(path):
+        return {name: args for name, args in service_workers(load_topology(path), "INFO")}
+
+    plain = roles(DEMO_TOPOLOGY)
+    assert sorted(plain) == ["gatekeeper-rmA", "gatekeeper-rmB", "scheduler", "scheduler-2"]
+    own = roles(own_topology(tmp_path, "rmB"))
+    assert own["iterations-rmB"][:3] == ["worker", "--iterations", "rmB"]
+    assert set(own) - set(plain) == {"iterations-rmB"}

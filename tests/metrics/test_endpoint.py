@@ -75,6 +75,7 @@ def _queues(app):
         app.send_task("grid_tasks.node.tasks.probe", kwargs={"rm": "rmB", "node": "node3"})
     app.send_task("grid_tasks.scheduling.tasks.probe")
     app.send_task("grid_tasks.scheduling.tasks.probe", priority=9)  # kombu: a sibling list
+    app.send_task("grid_tasks.scheduling.tasks.iterate", kwargs={"rm": "rmB"})
 
 
 def _redis_state(settings):
@@ -122,6 +123,8 @@ def test_scrape_reflects_real_state(grid_settings, sessions, celery_app_factory,
     assert _value(values, q, queue="node.rmB.node3", kind="node", rm="rmB", node="node3") == 2
     assert _value(values, q, queue="scheduler", kind="scheduler", rm="", node="") == 2
     assert _value(values, q, queue="gram.rmB", kind="gatekeeper", rm="rmB", node="") == 0
+    assert _value(values, q, queue="iterate.rmB", kind="iterations", rm="rmB", node="") == 1
+    assert _value(values, q, queue="iterate.rmA", kind="iterations", rm="rmA", node="") == 0
 
     assert _value(values, "grid_tasks_maui_jobs", rm="rmA", state="Running") == 2
     assert _value(values, "grid_tasks_maui_jobs", rm="rmA", state="Idle") == 1

@@ -15,6 +15,7 @@ import pytest
 import redis
 
 from grid_tasks.effects import lock_key
+from grid_tasks.queues import iteration_queue
 from grid_tasks.scheduling import lock as lockmod
 from grid_tasks.scheduling.lock import LockKeeper, watch_key
 from grid_tasks.services import services_for
@@ -90,7 +91,7 @@ def test_a_killed_holder_stalls_its_rm_less_than_ten_seconds(settings, grid_env,
         ran = threading.Event()
         monkeypatch.setattr(runner, "_one", lambda *_a, **_k: (ran.set(), (False, False))[1])
         app = celery_app_factory()
-        in_process_worker(app, queues=["scheduler"])
+        in_process_worker(app, queues=["scheduler", iteration_queue(rm)])  # not in the topology
         assert runner.iterate_here(services_for(app), rm) == 0  # held: a trigger waits
         assert client.exists(watch_key(lock_key(rm)))  # and a look at the lock's expiry
         holder.send_signal(signal.SIGKILL)

@@ -10,6 +10,7 @@ import pytest
 import redis
 
 from grid_tasks.effects import dirty_key, lock_key, queued_key, trigger_iteration
+from grid_tasks.queues import iteration_queue
 from grid_tasks.scheduling.tasks import iterate
 from grid_tasks.services import services_for
 
@@ -110,7 +111,8 @@ def test_trigger_enqueues_once_until_picked_up(app_and_runs, settings):
     assert trigger_iteration(app, RM_A, client=client) is False  # already queued
     assert client.get(dirty_key(RM_A)) == b"1" and client.exists(queued_key(RM_A))
     broker = redis.Redis.from_url(settings.broker_url)
-    assert broker.llen("scheduler") == 1
+    assert broker.llen(iteration_queue(RM_A)) == 1  # on the RM's own queue
+    assert broker.llen("scheduler") == 0
 
 
 def test_trigger_while_an_iteration_runs_sends_no_task(app_and_runs, settings):
@@ -124,13 +126,13 @@ def test_trigger_while_an_iteration_runs_sends_no_task(app_and_runs, settings):
         c = s.redis
         if state["runs"] == 0:  # submissions and job ends arrive while the run works
             sent.extend(trigger_iteration(app, rm, client=c) for _ in range(5))
-            assert broker.llen("scheduler") == 0 and c.get(dirty_key(rm)) == b"1"
+            assert broker.llen(iteration_queue(rm)) == 0 and c.get(dirty_key(rm)) == b"1"
         return inner(s, rm, **kw)
 
     runner._one = one_with_events
     assert iterate.run(rm=RM_A) == 2  # the holder ran once more for them
     assert sent == [False] * 5
-    assert broker.llen("scheduler") == 0 and client.get(lock_key(RM_A)) is None
+    assert broker.llen(iteration_queue(RM_A)) == 0 and client.get(lock_key(RM_A)) is None
 
 
 def test_a_stream_of_triggers_is_handed_to_a_fresh_task(app_and_runs, settings):
@@ -149,7 +151,7 @@ def test_a_stream_of_triggers_is_handed_to_a_fresh_task(app_and_runs, settings):
     assert iterate.run(rm="rmS") == runner.MAX_RUNS_PER_TASK
     assert client.get(lock_key("rmS")) is None  # released
     broker = redis.Redis.from_url(settings.broker_url)
-    assert broker.llen("scheduler") == 1  # the rest goes to a fresh task
+    assert broker.llen(iteration_queue("rmS")) == 1  # the rest goes to a fresh task
 
 
 def test_an_outbox_triggers_and_announces_in_one_round_trip(app_and_runs, settings):
@@ -176,7 +178,8 @@ def test_an_outbox_triggers_and_announces_in_one_round_trip(app_and_runs, settin
     outbox = Outbox(events=[JobEvent(41, "DONE", "exit code 0", 1.0)], rms={RM_A, RM_B})
     outbox.flush(client, app)
     assert commands == [["EVAL", "EVAL", "PUBLISH"]]  # one round trip, triggers first
-    assert broker.llen("scheduler") == 2  # RM_B's earlier task and RM_A's new one
+    # RM_B's earlier task and RM_A's new one
+    assert [broker.llen(iteration_queue(rm)) for rm in (RM_A, RM_B)] == [1, 1]
     assert client.get(dirty_key(RM_A)) == b"1" and client.get(dirty_key(RM_B)) == b"1"
     deadline, message = time.monotonic() + 5, None
     while message is None and time.monotonic() < deadline:
