@@ -6,8 +6,10 @@ the first time, warm after a change (new jobs submitted, one cancelled), and wit
 nothing changed since the last; the scheduler's memory per queued job (RSS growth of
 the process over its iterations, divided by the depth); and the other RM's throughput
 meanwhile: jobs/s of a loop that submits a job on rmB and runs rmB's iteration to start
-it, alone and while rmA's iteration runs back to back in another thread of the same
-process (a shared scheduler worker), alternating, in the same run.  Wall times on a
+it, alone, while rmA's iteration runs back to back in another thread of the same
+process (a shared scheduler worker), and while it runs back to back in a process of its
+own (an RM marked ``scheduler = "own"``: ``grid-tasks worker --iterations rmA``),
+alternating, in the same run; with rmA's iterations a second in each case.  Wall times on a
 shared machine only ever grow from noise, so CPU seconds of the iterating thread are
 printed beside them; ratios are to the first depth's figures.
 
@@ -46,7 +48,8 @@ def scale_queue(depths: tuple[int, ...] = DEPTHS, backends: tuple[str, ...] = ("
     runs: list[dict[str, Any]] = []
     out("deep queue on one RM (rmA); iteration CPU s (wall s); ratios to the first depth")
     out(f"{'db':<11}{'depth':>8}  {'first':>15}  {'warm (changed)':>15}  {'unchanged':>15}"
-        f"  {'KB/job':>7}  {'rmB jobs/s alone -> with deep rmA':>34}")
+        f"  {'KB/job':>7}  rmB jobs/s alone -> deep rmA in the same worker -> in its own "
+        f"process (ratios to alone; rmA iterations/s)")
     for backend in backends:
         for depth in depths:  # each line as soon as it is measured (a run takes minutes)
             runs.append(_child(backend, depth, seconds))
@@ -68,8 +71,10 @@ def _line(r: dict[str, Any], b: dict[str, Any], out: Callable[[str], None]) -> N
     cells = [f"{r[k]['cpu']:.3f} ({r[k]['wall']:.2f})" for k in ("first", "warm", "unchanged")]
     thr = r["throughput"]
     out(f"{r['backend']:<11}{r['depth']:>8,}  {cells[0]:>15}  {cells[1]:>15}  {cells[2]:>15}"
-        f"  {r['kb_per_job']:>7.2f}  {thr['alone']:>12.1f} -> {thr['with_deep']:>6.1f}"
-        f" ({thr['with_deep'] / thr['alone']:.2f}x)")
+        f"  {r['kb_per_job']:>7.2f}  {thr['alone']:>6.1f} -> {thr['with_deep']:>6.1f}"
+        f" ({thr['with_deep'] / thr['alone']:.2f}x; {thr['deep_per_s']['with_deep']:.2f}/s)"
+        f" -> {thr['own_process']:>6.1f} ({thr['own_process'] / thr['alone']:.2f}x;"
+        f" {thr['deep_per_s']['own_process']:.2f}/s)")
     if r is not b:
         ratios = ", ".join(f"{k} x{r[k]['cpu'] / b[k]['cpu']:.2f}"
                            for k in ("first", "warm", "unchanged"))

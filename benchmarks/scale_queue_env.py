@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gc
 import logging
+import multiprocessing
 import random
 import threading
 import time
@@ -58,6 +59,7 @@ class QueueBench:
         if self.pg_name:
             self._create_pg()
             env["GRID_TASKS_DATABASE_URL"] = f"postgresql+psycopg://postgres@127.0.0.1:5432/{self.pg_name}"
+        self.env = env  # what the own-process scheduler (DeepProcess) starts from
         self.settings = Settings.from_env(env)
         topology = load_topology(self.settings.topology_file)
         prepare_database(self.settings, topology)
@@ -162,26 +164,42 @@ class QueueBench:
             return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
     # -- the other RM's throughput ------------------------------------------------------
-    def throughput(self, seconds: float) -> dict[str, float]:
-        """rmB jobs/s alone and with rmA iterating back to back beside it (alternating
-        halves, so drift weighs on both)."""
-        done = {"alone": [0, 0.0], "with_deep": [0, 0.0]}
-        for phase in ("alone", "with_deep", "alone", "with_deep"):
-            stop = threading.Event()
-            deep = threading.Thread(target=self._deep_loop, args=(stop,), daemon=True)
-            if phase == "with_deep":
-                deep.start()
-            began = time.perf_counter()
-            done[phase][0] += self._other_rm(began + seconds / 2)
-            done[phase][1] += time.perf_counter() - began
-            stop.set()
-            if deep.is_alive():
-                deep.join()
-        return {k: n / max(t, 1e-9) for k, (n, t) in done.items()}
+    #: rmB alone; rmA iterating in another thread of this process (a shared scheduler
+    #: worker); rmA iterating in a process of its own (``scheduler = "own"``).
+    PHASES = ("alone", "with_deep", "own_process")
 
-    def _deep_loop(self, stop: threading.Event) -> None:
+    def throughput(self, seconds: float) -> dict[str, float]:
+        """rmB jobs/s alone, with rmA iterating back to back in another thread of this
+        process, and with rmA iterating back to back in another process (alternating
+        halves, so drift weighs on all three); ``deep_per_s``: rmA's iterations a
+        second in each phase."""
+        done = {k: [0, 0.0] for k in self.PHASES}
+        deep_runs = {k: 0 for k in self.PHASES}
+        with DeepProcess(self.env) as other:
+            for phase in self.PHASES * 2:
+                stop = threading.Event()
+                counted = [0]
+                deep = threading.Thread(target=self._deep_loop, args=(stop, counted),
+                                        daemon=True)
+                if phase == "with_deep":
+                    deep.start()
+                elif phase == "own_process":
+                    other.resume()
+                began = time.perf_counter()
+                done[phase][0] += self._other_rm(began + seconds / 2)
+                done[phase][1] += time.perf_counter() - began
+                stop.set()
+                if deep.is_alive():
+                    deep.join()
+                deep_runs[phase] += counted[0] + (other.pause() if phase == "own_process" else 0)
+        rates = {k: n / max(t, 1e-9) for k, (n, t) in done.items()}
+        rates["deep_per_s"] = {k: deep_runs[k] / max(done[k][1], 1e-9) for k in self.PHASES}
+        return rates
+
+    def _deep_loop(self, stop: threading.Event, counted: list[int]) -> None:
         while not stop.is_set():
             self.iterate_deep()
+            counted[0] += 1
 
     def _other_rm(self, until: float) -> int:
         """Submit a job on rmB, run rmB's iteration to start it, mark it done; how many."""
@@ -208,3 +226,71 @@ class QueueBench:
                 row.end_time = datetime.now(timezone.utc)
             count += 1
         return count
+
+
+class DeepProcess:
+    """rmA's iterations back to back in a process of their own, as an own-process
+    scheduler (``grid-tasks worker --iterations rmA``) runs them: its caches warm after
+    its first iteration, it iterates only between :meth:`resume` and :meth:`pause`."""
+
+    def __init__(self, env: dict[str, str]) -> None:
+        ctx = multiprocessing.get_context("spawn")  # no inherited connections
+        self.go, self.ready, self.stop = ctx.Event(), ctx.Event(), ctx.Event()
+        self.runs = ctx.Value("i", 0)
+        self.process = ctx.Process(target=_deep_process, daemon=True, args=(
+            env, self.go, self.ready, self.stop, self.runs))
+
+    def __enter__(self) -> "DeepProcess":
+        self.process.start()
+        if not self.ready.wait(600):
+            raise SystemExit("the own-process scheduler never finished its first iteration")
+        return self
+
+    def resume(self) -> None:
+        self.go.set()
+
+    def pause(self) -> int:
+        """Stop iterating (after the running iteration); how many ran since the last."""
+        self.go.clear()
+        with self.runs.get_lock():
+            runs, self.runs.value = self.runs.value, 0
+        return runs
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop.set()
+        self.go.set()
+        self.process.join(30)
+        if self.process.is_alive():
+            self.process.kill()
+            self.process.join()
+
+
+def _deep_process(env: dict[str, str], go: Any, ready: Any, stop: Any, runs: Any) -> None:
+    """The own-process scheduler's loop (a spawned child: its own app, Redis, engine)."""
+    import redis
+
+    from grid_tasks import db
+    from grid_tasks.celery_app import create_app
+    from grid_tasks.node.registry import NodeRegistry
+    from grid_tasks.scheduling.iteration import run_iteration
+    from grid_tasks.settings import Settings
+
+    logging.disable(logging.WARNING)
+    settings = Settings.from_env(env)
+    app = create_app(settings)
+    client = redis.Redis.from_url(settings.redis_url)
+    registry = NodeRegistry(client, 3600)
+    sessions = db.session_factory(db.get_engine(settings.database_url))
+    try:
+        run_iteration(app, "rmA", sessions=sessions, redis=client, registry=registry)
+        ready.set()  # warm from here on, as a long-running worker is
+        while not stop.is_set():
+            go.wait()
+            if stop.is_set():
+                break
+            run_iteration(app, "rmA", sessions=sessions, redis=client, registry=registry)
+            with runs.get_lock():
+                runs.value += 1
+    finally:
+        db.dispose_engines(settings.database_url)
+        app.close()
