@@ -7,7 +7,10 @@
   (:func:`grid_tasks.effects.trigger_iteration` sets the flag);
 * the iteration task runs this, and so does a gatekeeper that has just stored a job
   (:func:`iterate_here` with ``quick``): the job's start then waits for no task to
-  travel to a scheduler worker.
+  travel to a scheduler worker;
+* on the shared scheduler workers a costly RM's full iterations are spaced while other
+  RMs' iterations wait (:mod:`grid_tasks.scheduling.spacing`): the held-off iteration
+  is sent for the end of its rest, its trigger left pending, never dropped.
 """
 
 from __future__ import annotations
@@ -20,7 +23,8 @@ from typing import Any
 
 from grid_tasks.db.engine import write_priority
 from grid_tasks.db.errors import ConcurrentUpdateError
-from grid_tasks.effects import dirty_key, lock_key, queued_key, send_iteration, trigger_iteration
+from grid_tasks.effects import (KEY_PREFIX, QUEUED_TTL_S, dirty_key, lock_key, queued_key,
+                                send_iteration, trigger_iteration)
 from grid_tasks.errors import StorageUnavailable
 from grid_tasks.events import publish
 from grid_tasks.gram.report import lease_timing
@@ -30,8 +34,9 @@ from grid_tasks.scheduling.iteration import run_iteration
 from grid_tasks.scheduling.lock import (ACQUIRE, LOCK_TTL_MS, RELEASE, TAKEN, LockKeeper,
                                          watch_key)
 from grid_tasks.scheduling.rm_kinds import topology_of
+from grid_tasks.scheduling.spacing import CostlySpacing, LastIteration
 from grid_tasks.services import Services, per_process
-from grid_tasks.topology import RMKind
+from grid_tasks.topology import RMKind, SchedulerPlacement
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +47,14 @@ CONFLICT_RERUNS = 3
 #: thread forever (a worker could not shut down) nor hang on to the lock.
 MAX_RUNS_PER_TASK = 20
 MAX_TASK_S = 10.0
+#: How long an RM's last full iteration figures are kept (its cost, for the spacing).
+COST_TTL_S = 3600
+
+
+def cost_key(rm: str) -> str:
+    """The RM's last full iteration (:class:`LastIteration`), written by this module."""
+    return f"{KEY_PREFIX}:{rm}:cost"
+
 
 def iterate_here(services: Services, rm: str, events: Sequence[Any] = (), *,
                  quick: bool = False) -> int:
@@ -73,28 +86,76 @@ def iterate_here(services: Services, rm: str, events: Sequence[Any] = (), *,
         return 0  # the holder runs once more for us
     keeper = lock_keeper(services)
     keeper.hold(lock, token)
-    runs, busy, dirty, conflicts = 0, False, True, 0
-    began = time.monotonic()
     try:
-        while dirty:
-            if runs >= MAX_RUNS_PER_TASK or time.monotonic() - began > MAX_TASK_S:
-                client.set(dirty_key(rm), 1)  # the release below re-triggers for it
-                break
-            runs += 1
-            busy, conflicted = _one(services, rm, quick=quick and runs == 1)
-            conflicts += conflicted
-            # a lost race on a job row is retried at once, not left to the next trigger
-            dirty = bool(client.getdel(dirty_key(rm))) or (
-                conflicted and conflicts <= CONFLICT_RERUNS)
+        runs, busy, rest = _while_triggered(services, rm, quick)
     finally:
         keeper.drop(lock)
         # release and look for a trigger that slipped in after the last GETDEL, atomically
         dirty = bool(client.eval(RELEASE, 2, lock, dirty_key(rm), token))
-    if dirty:
+    if rest > 0:
+        _defer(services, rm, rest)
+    elif dirty:
         trigger_iteration(services.app, rm, client=client)
     elif busy:
         _watch(services, rm)
     return runs
+
+
+def _while_triggered(services: Services, rm: str, quick: bool) -> tuple[int, bool, float]:
+    """Under the lock: run while a trigger is pending; (runs, busy, rest), ``rest`` > 0
+    when the spacing holds the next full iteration off that long (its trigger pending)."""
+    client = services.redis
+    runs, busy, dirty, conflicts = 0, False, True, 0
+    began = time.monotonic()
+    while dirty:
+        if runs >= MAX_RUNS_PER_TASK or time.monotonic() - began > MAX_TASK_S:
+            client.set(dirty_key(rm), 1)  # the release re-triggers for it
+            break
+        full = not (quick and runs == 0)
+        rest = _rest(services, rm) if full else 0.0
+        if rest > 0:
+            client.set(dirty_key(rm), 1)  # left pending for the iteration sent for later
+            return runs, busy, rest
+        runs += 1
+        busy, conflicted = _one(services, rm, quick=not full)
+        conflicts += conflicted
+        # a lost race on a job row is retried at once, not left to the next trigger
+        dirty = bool(client.getdel(dirty_key(rm))) or (
+            conflicted and conflicts <= CONFLICT_RERUNS)
+    return runs, busy, 0.0
+
+
+def spacing(services: Services) -> CostlySpacing:
+    """This process's spacing policy, chosen once."""
+    return per_process(services.app, "iteration spacing", CostlySpacing)
+
+
+def _rest(services: Services, rm: str) -> float:
+    """Seconds ``rm``'s next full iteration rests: its last one's cost, and whether
+    another RM of the shared workers has an iteration queued (one round trip)."""
+    topology = topology_of(services.settings.topology_file)
+    spec = topology.rms.get(rm) if topology is not None else None
+    if spec is None or spec.scheduler is SchedulerPlacement.OWN:
+        return 0.0  # a worker of its own: it holds up no other RM
+    others = [queued_key(o) for o in topology.iterations(SchedulerPlacement.SHARED)
+              if o != rm]
+    if not others:
+        return 0.0
+    pipe = services.redis.pipeline(transaction=False)
+    pipe.get(cost_key(rm))
+    pipe.exists(*others)
+    raw, waiting = pipe.execute()
+    return spacing(services).rest(LastIteration.decode(raw), others_waiting=waiting > 0,
+                                  now=services.clock.time())
+
+
+def _defer(services: Services, rm: str, rest: float) -> None:
+    """Send the held-off iteration for the end of its rest, unless one is queued already
+    (it comes, takes the lock and runs or rests again): the trigger is never dropped.
+    Meanwhile the queued marker folds new triggers into it."""
+    ttl_ms = int((rest + QUEUED_TTL_S) * 1000)
+    if services.redis.set(queued_key(rm), 1, nx=True, px=ttl_ms):
+        send_iteration(services.app, rm, why="spacing", countdown=rest)
 
 
 def _slurm(services: Services, rm: str) -> bool:
@@ -130,14 +191,18 @@ def _one(services: Services, rm: str, *, quick: bool = False) -> tuple[bool, boo
         log.exception("iteration of %s failed", rm)
         return True, False
     finally:
-        _record(client, rm, time.monotonic() - began)
+        elapsed = time.monotonic() - began
+        _record(client, rm, elapsed, None if quick else services.clock.time())
     return report.busy, False
 
 
-def _record(client: Any, rm: str, elapsed: float) -> None:
-    """The iteration's duration into the metrics histogram; metrics never stop scheduling."""
+def _record(client: Any, rm: str, elapsed: float, ended: float | None) -> None:
+    """The iteration's duration into the metrics histogram and, for a full one (``ended``
+    given), as the RM's cost; metrics never stop scheduling."""
     try:
         record_iteration(client, rm, elapsed)
+        if ended is not None:
+            client.set(cost_key(rm), LastIteration(elapsed, ended).encode(), ex=COST_TTL_S)
     except Exception as exc:  # Redis hiccup: the next iteration records again
         log.warning("iteration duration of %s not recorded: %s", rm, exc)
 
