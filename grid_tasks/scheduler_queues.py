@@ -115,8 +115,11 @@ class IterationQueuesStep(bootsteps.StartStopStep):
             log.warning("no topology at %s: iteration queues follow once it can be read",
                         self.watch.path)
             return
+        queues = worker.app.amqp.queues
         for name in shared_iteration_queues(topology):
-            worker.app.amqp.queues.select_add(name)
+            # queues[name]: declared as -Q and the senders' routes declare it (its own
+            # direct exchange), not bound to the default exchange as a bare name would be
+            queues.select_add(queues[name])
         own = own_iteration_rms(topology)
         if own:
             log.info("iterations of %s left to their own workers (grid-tasks worker "
