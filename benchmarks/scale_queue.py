@@ -7,9 +7,11 @@ nothing changed since the last; the scheduler's memory per queued job (RSS growt
 the process over its iterations, divided by the depth); and the other RM's throughput
 meanwhile: jobs/s of a loop that submits a job on rmB and runs rmB's iteration to start
 it, alone, while rmA's iteration runs back to back in another thread of the same
-process (a shared scheduler worker), and while it runs back to back in a process of its
-own (an RM marked ``scheduler = "own"``: ``grid-tasks worker --iterations rmA``),
-alternating, in the same run; with rmA's iterations a second in each case.  Wall times on a
+process (a shared scheduler worker), the same with rmA resting after each iteration as
+the shared workers' spacing policy has it while others wait, and while rmA runs back to
+back in a process of its own (an RM marked ``scheduler = "own"``: ``grid-tasks worker
+--iterations rmA``), alternating, in the same run; with rmA's iterations a second in
+each case.  Wall times on a
 shared machine only ever grow from noise, so CPU seconds of the iterating thread are
 printed beside them; ratios are to the first depth's figures.
 
@@ -46,10 +48,12 @@ def scale_queue(depths: tuple[int, ...] = DEPTHS, backends: tuple[str, ...] = ("
     """Measure every depth on every backend (each in a child process); print the table
     with ratios to the first depth; return the figures (one dict per run)."""
     runs: list[dict[str, Any]] = []
-    out("deep queue on one RM (rmA); iteration CPU s (wall s); ratios to the first depth")
+    out("deep queue on one RM (rmA); iteration CPU s (wall s); ratios to the first depth;")
+    out("rmB jobs/s alone, then beside deep rmA: in the same worker / spaced in the same "
+        "worker / in its own process (ratio to alone; rmA iterations/s)")
     out(f"{'db':<11}{'depth':>8}  {'first':>15}  {'warm (changed)':>15}  {'unchanged':>15}"
-        f"  {'KB/job':>7}  rmB jobs/s alone -> deep rmA in the same worker -> in its own "
-        f"process (ratios to alone; rmA iterations/s)")
+        f"  {'KB/job':>7}  {'alone':>6}  {'same worker':>22}  {'spaced':>22}"
+        f"  {'own process':>22}")
     for backend in backends:
         for depth in depths:  # each line as soon as it is measured (a run takes minutes)
             runs.append(_child(backend, depth, seconds))
@@ -71,10 +75,9 @@ def _line(r: dict[str, Any], b: dict[str, Any], out: Callable[[str], None]) -> N
     cells = [f"{r[k]['cpu']:.3f} ({r[k]['wall']:.2f})" for k in ("first", "warm", "unchanged")]
     thr = r["throughput"]
     out(f"{r['backend']:<11}{r['depth']:>8,}  {cells[0]:>15}  {cells[1]:>15}  {cells[2]:>15}"
-        f"  {r['kb_per_job']:>7.2f}  {thr['alone']:>6.1f} -> {thr['with_deep']:>6.1f}"
-        f" ({thr['with_deep'] / thr['alone']:.2f}x; {thr['deep_per_s']['with_deep']:.2f}/s)"
-        f" -> {thr['own_process']:>6.1f} ({thr['own_process'] / thr['alone']:.2f}x;"
-        f" {thr['deep_per_s']['own_process']:.2f}/s)")
+        f"  {r['kb_per_job']:>7.2f}  {thr['alone']:>6.1f}" + "".join(
+            f"  {thr[k]:>6.1f} ({thr[k] / thr['alone']:.2f}x; {thr['deep_per_s'][k]:>5.2f}/s)"
+            for k in ("with_deep", "spaced", "own_process")))
     if r is not b:
         ratios = ", ".join(f"{k} x{r[k]['cpu'] / b[k]['cpu']:.2f}"
                            for k in ("first", "warm", "unchanged"))

@@ -165,8 +165,9 @@ class QueueBench:
 
     # -- the other RM's throughput ------------------------------------------------------
     #: rmB alone; rmA iterating in another thread of this process (a shared scheduler
-    #: worker); rmA iterating in a process of its own (``scheduler = "own"``).
-    PHASES = ("alone", "with_deep", "own_process")
+    #: worker); the same, rmA resting as the shared workers' spacing policy has it while
+    #: rmB waits; rmA iterating in a process of its own (``scheduler = "own"``).
+    PHASES = ("alone", "with_deep", "spaced", "own_process")
 
     def throughput(self, seconds: float) -> dict[str, float]:
         """rmB jobs/s alone, with rmA iterating back to back in another thread of this
@@ -179,9 +180,9 @@ class QueueBench:
             for phase in self.PHASES * 2:
                 stop = threading.Event()
                 counted = [0]
-                deep = threading.Thread(target=self._deep_loop, args=(stop, counted),
-                                        daemon=True)
-                if phase == "with_deep":
+                deep = threading.Thread(target=self._deep_loop, daemon=True,
+                                        args=(stop, counted, phase == "spaced"))
+                if phase in ("with_deep", "spaced"):
                     deep.start()
                 elif phase == "own_process":
                     other.resume()
@@ -196,10 +197,17 @@ class QueueBench:
         rates["deep_per_s"] = {k: deep_runs[k] / max(done[k][1], 1e-9) for k in self.PHASES}
         return rates
 
-    def _deep_loop(self, stop: threading.Event, counted: list[int]) -> None:
+    def _deep_loop(self, stop: threading.Event, counted: list[int], spaced: bool) -> None:
+        """rmA back to back; ``spaced``: resting after each iteration as long as
+        :class:`~grid_tasks.scheduling.spacing.CostlySpacing` says while others wait."""
+        from grid_tasks.scheduling.spacing import CostlySpacing, LastIteration
+        policy = CostlySpacing()
         while not stop.is_set():
-            self.iterate_deep()
+            wall = self.iterate_deep()["wall"]
             counted[0] += 1
+            if spaced:
+                now = time.time()
+                stop.wait(policy.rest(LastIteration(wall, now), others_waiting=True, now=now))
 
     def _other_rm(self, until: float) -> int:
         """Submit a job on rmB, run rmB's iteration to start it, mark it done; how many."""
