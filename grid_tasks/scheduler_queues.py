@@ -103,6 +103,9 @@ class IterationQueuesStep(bootsteps.StartStopStep):
     iteration queues (from the start, and those of RMs added to the topology later)."""
 
     label = "grid iteration queues"
+    # after the steps that narrow a worker without -Q to its node or gatekeeper queue:
+    # only then does "no -Q" mean the default (scheduler) queue
+    requires = ("grid_tasks.node.daemon:NodeDaemonStep", "grid_tasks.node.harness:HarnessStep")
 
     def __init__(self, worker: Any, **kwargs: Any) -> None:
         super().__init__(worker, **kwargs)
