@@ -25,7 +25,7 @@ from grid_tasks.private_files import private_dir
 from grid_tasks.scheduler_queues import shared_iteration_queues
 from grid_tasks.security.startup import check_node_account
 from grid_tasks.settings import Settings
-from grid_tasks.topology import RMKind, load_topology
+from grid_tasks.topology import RMKind, SchedulerPlacement, load_topology
 
 
 #: A node daemon's tasks (launches, node checks) are short, so it runs them one after
@@ -130,6 +130,11 @@ def iterations_of(value: str | None, settings: Settings) -> tuple[str, ...]:
                                        "jobs itself; no iteration runs for it")
     except GridTasksError as exc:
         raise click.UsageError(str(exc)) from None
+    shared = [n for n in names if topology.rm(n).scheduler is not SchedulerPlacement.OWN]
+    if shared:  # allowed (the RM's lock keeps one iteration at a time), but not isolated
+        click.echo(f"warning: {', '.join(shared)} not marked scheduler = \"own\" in "
+                   f"{settings.topology_file}: the shared scheduler workers serve its "
+                   "iterations too", err=True)
     return names
 
 

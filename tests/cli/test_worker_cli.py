@@ -183,3 +183,15 @@ def test_a_missing_policy_file_refuses_scheduler_and_gatekeeper(tmp_path, grid_e
         assert result.exit_code == 1, result.output
         assert f"{tmp_path / 'gone.cfg'} does not exist" in result.stderr
         assert f"{topo}:2:1" in result.stderr
+
+
+def test_an_iterations_worker_for_a_shared_rm_says_it_is_not_isolated(settings, tmp_path,
+                                                                       capsys):
+    from grid_tasks.cli.worker import iterations_of
+    from tests.test_scheduler_queues import own_topology
+
+    assert iterations_of("rmA,rmB", settings) == ("rmA", "rmB")
+    assert "rmA, rmB not marked scheduler = \"own\"" in capsys.readouterr().err
+    mine = settings.replace(topology_file=own_topology(tmp_path, "rmA"))
+    assert iterations_of("rmA", mine) == ("rmA",)
+    assert capsys.readouterr().err == ""
