@@ -160,3 +160,16 @@ def test_an_rms_node_names_do_not_read_the_other_rms(registry):
     # a registration from before the per-RM sets is still found, in the grid-wide set
     registry.client.sadd("grid_tasks:nodes", "rmOld/x1")
     assert registry.node_names("rmOld") == ["x1"]
+
+
+def test_many_heartbeats_are_one_script_call(registry):
+    names = [("rmA", f"h{i:03d}") for i in range(120)]
+    registry.register_many([(rm, n, RES) for rm, n in names], {}, "configured", time.time())
+    registry.client.delete("grid_tasks:alive:rmA:h005")
+    revived: list = []
+    ran = _ran(registry.client, lambda: revived.extend(registry.heartbeat_many(
+        [(rm, n, 0) for rm, n in names], time.time())))
+    assert revived == [("rmA", "h005")]
+    assert ran.get("evalsha", 0) + ran.get("eval", 0) == 1  # not three commands a node
+    assert sum(ran.values()) <= 3 * 120 + 1 and "exists" not in ran
+    assert registry.client.pttl("grid_tasks:alive:rmA:h005") > 0
