@@ -15,7 +15,11 @@ own costs, no process forked per job), on SQLite or on a private PostgreSQL data
 Printed as a table and as ratios to the 100-node point of the same database (the peer
 measured in the same run).  Target: at 1,000 nodes, throughput >= 80% of 100 nodes.
 
-    python benchmarks/bench_scale.py --grid-only [--quick] [--nodes 100,1000] [--db sqlite]
+    python benchmarks/bench_scale.py --part grid [--quick] --grid "--nodes 100,1000 --db sqlite"
+
+Progress lines (phases, jobs ended every 15 s, minutes so far) go to stderr; a point
+that fails (a child died, its load timed out: :func:`load_timeout`) is reported and
+the next point still runs; every grid is stopped before the next starts.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,6 +44,7 @@ import redis  # noqa: E402
 
 from cpu_window import CpuMeter  # noqa: E402
 from grid_tasks.embedded.stack import EmbeddedStack, StackOptions  # noqa: E402
+from grid_tasks.errors import GridTasksError  # noqa: E402
 from grid_tasks.faults.load import run_load  # noqa: E402
 from grid_tasks.settings import Settings  # noqa: E402
 
@@ -116,11 +121,21 @@ class _Stack(EmbeddedStack):
             database_url=self.database_url)
 
 
-def _started(stack: _Stack) -> tuple[float, float]:
+def _say(what: str) -> None:
+    """A progress line (stderr: the table on stdout stays clean)."""
+    print(f"  [{time.strftime('%H:%M:%S')}] {what}", file=sys.stderr, flush=True)
+
+
+def _started(stack: _Stack, label: str) -> tuple[float, float]:
     """Start ``stack``; (seconds to all registered, seconds preparing the database)."""
     marks: dict[str, float] = {}
     began = time.monotonic()
-    stack.start(progress=lambda msg: marks.setdefault(msg, time.monotonic()))
+
+    def progress(msg: str) -> None:
+        marks.setdefault(msg, time.monotonic())
+        _say(f"{label}: {msg}")
+
+    stack.start(progress=progress)
     total = time.monotonic() - began
     prep = marks.get("starting beats", began) - marks.get("preparing the database", began)
     return total, prep
@@ -141,10 +156,22 @@ def _clients(client: redis.Redis) -> int:
     return int(client.info("clients")["connected_clients"])
 
 
-def _settled(client: redis.Redis, steady_s: float = 4.0, limit_s: float = 300.0) -> float:
-    """Seconds until the Redis client count stops changing for ``steady_s`` (the
-    workers connect lazily, seconds after the nodes registered on a loaded machine)."""
+#: Kombu's binding set of the remote-control queues: one member per worker consuming
+#: (the schedulers and gatekeepers; lean node harnesses take no remote control).
+PIDBOX_BINDINGS = "_kombu.binding.celery.pidbox"
+
+
+def _settled(client: redis.Redis, broker: redis.Redis, workers: int,
+             steady_s: float = 4.0, limit_s: float = 300.0) -> float:
+    """Seconds until every shared worker consumes (``workers`` remote-control bindings
+    in the broker) and then the Redis client count stops changing for ``steady_s``.
+
+    The nodes register first; the workers connect lazily, seconds later on a loaded
+    machine: an idle window that begins before they are up measures their start-up
+    (a steady client count alone was seen steady at 6 clients, before any worker)."""
     began = time.monotonic()
+    while broker.scard(PIDBOX_BINDINGS) < workers and time.monotonic() - began < limit_s:
+        time.sleep(0.5)
     last, since = _clients(client), time.monotonic()
     while time.monotonic() - since < steady_s and time.monotonic() - began < limit_s:
         time.sleep(0.5)
@@ -191,20 +218,26 @@ def measure(nodes: int, db: str, *, jobs: int, harness: int, idle_s: float,
                            harness_jobs="standin")
     stack = _Stack(options)
     stack.database_url = database_url
+    label = f"{nodes} nodes, {db}"
     try:
-        point.start_s, point.db_prep_s = _started(stack)
+        point.start_s, point.db_prep_s = _started(stack, label)
         client = redis.Redis.from_url(stack.redis.url(0))
+        broker = redis.Redis.from_url(stack.redis.url(1))
         try:
-            point.settle_s = _settled(client)
+            _say(f"{label}: waiting for the workers, then {idle_s:g} s idle")
+            point.settle_s = _settled(client, broker, workers=2 + RMS)
             point.idle_shared_pct, point.idle_harness_pct = _idle(stack, idle_s)
             point.redis_clients = _clients(client)
         finally:
             client.close()
+            broker.close()
         point.harness_rss_mb = _harness_rss(stack)
         clients, meter = 4, CpuMeter(stack)
         before = meter.sample()
+        _say(f"{label}: {jobs} jobs from {clients} clients")
         result = run_load(stack.settings, clients, jobs // clients,
-                          rms=[f"r{r:02d}" for r in range(RMS)], timeout=3600)
+                          rms=[f"r{r:02d}" for r in range(RMS)],
+                          timeout=load_timeout(jobs), progress=_every(label, 15.0))
         after = meter.sample()
         spent = {k: after[k] - before.get(k, 0.0) for k in after}
         point.shared_ms_job = 1e3 * sum(spent.get(k, 0.0) for k in SHARED) / jobs
@@ -216,9 +249,34 @@ def measure(nodes: int, db: str, *, jobs: int, harness: int, idle_s: float,
             point.p95_s = lat[min(len(lat) - 1, int(0.95 * len(lat)))]
         if not result.ok:
             point.notes.append(f"unaccounted: {result.to_dict()}")
+    except GridTasksError as exc:  # this point failed: the next ones still run
+        point.ok = False
+        point.notes.append(f"failed: {exc}")
+        _say(f"{label}: FAILED: {exc}")
     finally:
+        _say(f"{label}: stopping the grid")
         stack.stop()
     return point
+
+
+def load_timeout(jobs: int) -> float:
+    """Seconds the load of ``jobs`` jobs may take before the point counts as failed
+    (2 jobs/s at worst, and never under 10 minutes): a stuck grid ends the point, not
+    the run."""
+    return max(600.0, jobs / 2.0)
+
+
+def _every(label: str, period: float) -> Callable[[int, int], None]:
+    """A load progress callback printing at most once per ``period`` seconds."""
+    last = [0.0]
+
+    def progress(done: int, total: int) -> None:
+        now = time.monotonic()
+        if now - last[0] >= period or done >= total:
+            last[0] = now
+            _say(f"{label}: {done}/{total} jobs ended")
+
+    return progress
 
 
 HEADER = (f"{'nodes':>6} {'db':<9} {'start s':>8} {'settle':>7} {'db prep':>8} {'redis cl':>9} "
@@ -250,7 +308,13 @@ def ratios(points: list[Point]) -> list[str]:
     out = []
     for db in dict.fromkeys(p.db for p in points):
         sizes = sorted({p.nodes for p in points if p.db == db})
-        mine = [_median([p for p in points if p.db == db and p.nodes == n]) for n in sizes]
+        failed = [n for n in sizes if not any(p.ok for p in points
+                                              if p.db == db and p.nodes == n)]
+        out += [f"{db} {n} nodes: no point measured (failed, see above)" for n in failed]
+        mine = [_median([p for p in points if p.db == db and p.nodes == n and p.ok])
+                for n in sizes if n not in failed]
+        if not mine:
+            continue
         base = mine[0]
         for p in mine[1:]:
             def r(a: float, b: float) -> str:
@@ -294,14 +358,20 @@ def run(args: argparse.Namespace) -> list[Point]:
           "(shared with other work: compare ratios, not absolutes)", flush=True)
     print(HEADER, flush=True)
     points: list[Point] = []
+    plan = [(db, n) for db in args.db.split(",") for _ in range(args.rounds) for n in sizes]
+    began = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="bench-scale-") as tmp:
-        for db in args.db.split(","):
+        for db in dict.fromkeys(db for db, _ in plan):
             with _database(db) as url:
-                for n in [n for _ in range(args.rounds) for n in sizes]:
+                for n in [n for d, n in plan if d == db]:
                     p = measure(n, db, jobs=jobs, harness=args.harness, idle_s=idle,
                                 database_url=url, work=Path(tmp))
                     points.append(p)
                     print(row(p) + f"   (load avg {os.getloadavg()[0]:.1f})", flush=True)
+                    for note in p.notes:
+                        print(f"      {note}", flush=True)
+                    _say(f"point {len(points)} of {len(plan)} done after "
+                         f"{(time.monotonic() - began) / 60:.1f} min")
                     if url is not None:
                         _empty_postgres(url)
     for line in ratios(points):

@@ -78,13 +78,21 @@ def run_load(settings: Settings, clients: int, per_client: int, *, rms: list[str
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for i in range(clients)]
     ids: list[int] = []
     last_submit = start
-    for proc in procs:
-        out, err = proc.communicate(timeout=timeout)
-        if proc.returncode != 0:
-            raise GridTasksError(f"load client failed: {err.strip()[-400:]}")
-        report = json.loads(out.strip().splitlines()[-1])
-        ids += report["ids"]
-        last_submit = max(last_submit, report["end"])
+    try:
+        for proc in procs:
+            out, err = proc.communicate(timeout=max(1.0, start + timeout - time.time()))
+            if proc.returncode != 0:
+                raise GridTasksError(f"load client failed: {err.strip()[-400:]}")
+            report = json.loads(out.strip().splitlines()[-1])
+            ids += report["ids"]
+            last_submit = max(last_submit, report["end"])
+    except subprocess.TimeoutExpired:
+        raise GridTasksError(f"load: the clients did not submit within {timeout:g} s") from None
+    finally:  # a failed or timed-out run leaves no client submitting behind it
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
     total = clients * per_client
     _wait_terminal(settings, ids, start + timeout, progress)
     return _account(settings, ids, total, clients, last_submit - start, time.time() - start)
