@@ -163,22 +163,41 @@ PIDBOX_BINDINGS = "_kombu.binding.celery.pidbox"
 
 def _settled(client: redis.Redis, broker: redis.Redis, workers: int,
              steady_s: float = 4.0, limit_s: float = 300.0) -> float:
-    """Seconds until every shared worker consumes (``workers`` remote-control bindings
-    in the broker) and then the Redis client count stops changing for ``steady_s``.
+    """Seconds until the grid is idle: every shared worker consumes (``workers``
+    remote-control bindings in the broker), the start-up backlog is worked off (fewer
+    than :data:`RMS` messages queued: beat's periodic ones come and go), and then the
+    Redis client count stays the same for ``steady_s``.
 
-    The nodes register first; the workers connect lazily, seconds later on a loaded
-    machine: an idle window that begins before they are up measures their start-up
-    (a steady client count alone was seen steady at 6 clients, before any worker)."""
+    An idle window that begins earlier measures start-up: the workers connect lazily,
+    seconds after the nodes registered on a loaded machine (a client count alone was
+    seen steady at 6, before any worker), and the gatekeepers then still record every
+    node's registration (1,000 of them: 40% of a core for tens of seconds)."""
     began = time.monotonic()
-    while broker.scard(PIDBOX_BINDINGS) < workers and time.monotonic() - began < limit_s:
+
+    def waiting() -> bool:
+        return time.monotonic() - began < limit_s
+
+    while broker.scard(PIDBOX_BINDINGS) < workers and waiting():
+        time.sleep(0.5)
+    while _queued(broker) >= RMS and waiting():
         time.sleep(0.5)
     last, since = _clients(client), time.monotonic()
-    while time.monotonic() - since < steady_s and time.monotonic() - began < limit_s:
+    while time.monotonic() - since < steady_s and waiting():
         time.sleep(0.5)
         now = _clients(client)
         if now != last:
             last, since = now, time.monotonic()
     return time.monotonic() - began
+
+
+def _queued(broker: redis.Redis) -> int:
+    """Messages waiting in every queue kombu has bound (its binding sets name them)."""
+    queues = {m.rsplit(b"\x06\x16", 1)[-1] for key in broker.scan_iter(b"_kombu.binding.*")
+              for m in broker.smembers(key)}
+    pipe = broker.pipeline(transaction=False)
+    for name in queues:
+        pipe.llen(name)
+    return sum(pipe.execute())
 
 
 def _latencies(settings: Settings) -> list[float]:
