@@ -98,11 +98,24 @@ def run_load(settings: Settings, clients: int, per_client: int, *, rms: list[str
     return _account(settings, ids, total, clients, last_submit - start, time.time() - start)
 
 
+def _ours(session: Any, ids: list[int]) -> tuple[Any, Any]:
+    """Conditions selecting the load's jobs and their accounting records: an id range
+    when every job in it is the load's (a fresh grid: it polls every 0.5 s, and an IN
+    list of 10,000 ids cost the machine a tenth of a core), else the ids themselves."""
+    low, high = min(ids), max(ids)
+    inside = session.scalar(select(func.count()).where(Job.id.between(low, high)))
+    if inside == len(set(ids)):  # ids only grow: no later job falls inside the range
+        return Job.id.between(low, high), AccountingRecord.job_id.between(low, high)
+    return Job.id.in_(ids), AccountingRecord.job_id.in_(ids)
+
+
 def _counts(session: Any, ids: list[int]) -> dict[str, int]:
-    states = dict(session.execute(select(Job.state, func.count()).where(Job.id.in_(ids))
+    jobs, accounting = _ours(session, ids) if ids else (Job.id.in_(ids),
+                                                        AccountingRecord.job_id.in_(ids))
+    states = dict(session.execute(select(Job.state, func.count()).where(jobs)
                                   .group_by(Job.state)).all())
     records = session.execute(select(AccountingRecord.job_id, func.count())
-                              .where(AccountingRecord.job_id.in_(ids))
+                              .where(accounting)
                               .group_by(AccountingRecord.job_id)).all()
     states = {getattr(k, "value", k): n for k, n in states.items()}
     return {"DONE": states.get("DONE", 0), "FAILED": states.get("FAILED", 0),
