@@ -389,8 +389,10 @@ def run(args: argparse.Namespace) -> list[Point]:
                     print(row(p) + f"   (load avg {os.getloadavg()[0]:.1f})", flush=True)
                     for note in p.notes:
                         print(f"      {note}", flush=True)
-                    _say(f"point {len(points)} of {len(plan)} done after "
-                         f"{(time.monotonic() - began) / 60:.1f} min")
+                    spent = (time.monotonic() - began) / 60
+                    _say(f"point {len(points)} of {len(plan)} done after {spent:.1f} min; "
+                         f"about {spent / len(points) * (len(plan) - len(points)):.0f} "
+                         "min to go (larger grids take longer)")
                     if url is not None:
                         _empty_postgres(url)
     for line in ratios(points):
