@@ -29,8 +29,9 @@ import os
 import statistics
 import sys
 import tempfile
+import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -254,9 +255,10 @@ def measure(nodes: int, db: str, *, jobs: int, harness: int, idle_s: float,
         clients, meter = 4, CpuMeter(stack)
         before = meter.sample()
         _say(f"{label}: {jobs} jobs from {clients} clients")
-        result = run_load(stack.settings, clients, jobs // clients,
-                          rms=[f"r{r:02d}" for r in range(RMS)],
-                          timeout=load_timeout(jobs), progress=_every(label, 15.0))
+        with _reporting(stack.settings, label, jobs, period=15.0):
+            result = run_load(stack.settings, clients, jobs // clients,
+                              rms=[f"r{r:02d}" for r in range(RMS)],
+                              timeout=load_timeout(jobs))
         after = meter.sample()
         spent = {k: after[k] - before.get(k, 0.0) for k in after}
         point.shared_ms_job = 1e3 * sum(spent.get(k, 0.0) for k in SHARED) / jobs
@@ -285,17 +287,40 @@ def load_timeout(jobs: int) -> float:
     return max(600.0, jobs / 2.0)
 
 
-def _every(label: str, period: float) -> Callable[[int, int], None]:
-    """A load progress callback printing at most once per ``period`` seconds."""
-    last = [0.0]
+@contextmanager
+def _reporting(settings: Settings, label: str, jobs: int, period: float) -> Iterator[None]:
+    """Print every ``period`` seconds how many jobs were submitted and ended so far (a
+    thread reading the grid's database: the clients report only when they are done,
+    and 10,000 jobs take minutes to submit)."""
+    from sqlalchemy import func, select
 
-    def progress(done: int, total: int) -> None:
-        now = time.monotonic()
-        if now - last[0] >= period or done >= total:
-            last[0] = now
-            _say(f"{label}: {done}/{total} jobs ended")
+    from grid_tasks import db
+    from grid_tasks.db.models.jobs import Job
+    from grid_tasks.states import JobState
 
-    return progress
+    ended = [s for s in JobState if s.terminal]
+    sessions = db.session_factory(db.get_engine(settings.database_url))
+    stop = threading.Event()
+
+    def report() -> None:
+        while not stop.wait(period):
+            try:
+                with db.session_scope(sessions) as session:
+                    stored = session.scalar(select(func.count(Job.id)))
+                    done = session.scalar(select(func.count(Job.id)).where(
+                        Job.state.in_(ended)))
+            except Exception as exc:  # noqa: BLE001 - a progress line is not worth a failure
+                _say(f"{label}: progress unreadable ({exc})")
+                continue
+            _say(f"{label}: {stored}/{jobs} jobs submitted, {done} ended")
+
+    thread = threading.Thread(target=report, name="progress", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
 
 
 HEADER = (f"{'nodes':>6} {'db':<9} {'start s':>8} {'settle':>7} {'db prep':>8} {'redis cl':>9} "

@@ -5,13 +5,23 @@ queued broker messages that decides when the idle window may begin (a real Redis
 from __future__ import annotations
 
 import sys
+import time
+from datetime import datetime, timezone
 from pathlib import Path
 
 import redis
 
+from grid_tasks import db
+from grid_tasks.embedded.stack import prepare_database
+from grid_tasks.gram.records import Outbox
+from grid_tasks.gram.submission import build_job
+from grid_tasks.rsl import lower
+from grid_tasks.states import JobState
+from grid_tasks.topology import load_topology
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 
-from scale_grid import Point, _queued, load_timeout, ratios  # noqa: E402
+from scale_grid import Point, _queued, _reporting, load_timeout, ratios  # noqa: E402
 
 
 def _point(nodes: int, throughput: float, ok: bool = True) -> Point:
@@ -49,3 +59,19 @@ def test_queued_counts_every_bound_queue(redis_server) -> None:
     finally:
         broker.flushdb()
         broker.close()
+
+
+def test_progress_counts_submitted_and_ended_jobs(settings, capsys) -> None:
+    prepare_database(settings, load_topology(settings.topology_file))
+    sessions = db.session_factory(db.get_engine(settings.database_url))
+    rsl = "&(executable=/bin/true)"
+    try:
+        with db.session_scope(sessions) as s:
+            rows = [build_job(s, "rmA", rsl, lower(rsl)[0], {"user": "u"},
+                              datetime.now(timezone.utc), Outbox()) for _ in range(3)]
+            rows[0].state = JobState.DONE
+        with _reporting(settings, "tiny", 5, period=0.05):
+            time.sleep(0.3)
+    finally:
+        db.dispose_engines(settings.database_url)
+    assert "tiny: 3/5 jobs submitted, 1 ended" in capsys.readouterr().err
