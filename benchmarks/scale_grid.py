@@ -142,14 +142,17 @@ def _started(stack: _Stack, label: str) -> tuple[float, float]:
     return total, prep
 
 
-def _idle(stack: _Stack, window: float) -> tuple[float, float]:
-    """% of one core used by the shared services and by the harnesses, idle."""
+def _idle(stack: _Stack, window: float, point: Point) -> tuple[float, float]:
+    """% of one core used by the shared services and by the harnesses, idle (and each
+    shared kind's share in ``point``'s notes)."""
     meter = CpuMeter(stack)
     before = meter.sample()
     time.sleep(window)
     after = meter.sample()
     spent = {k: after[k] - before.get(k, 0.0) for k in after}
     shared = sum(spent.get(k, 0.0) for k in SHARED)
+    point.notes.append("idle % of a core: " + ", ".join(
+        f"{k} {100 * spent.get(k, 0.0) / window:.1f}" for k in SHARED))
     return 100 * shared / window, 100 * spent.get("node daemons", 0.0) / window
 
 
@@ -160,6 +163,8 @@ def _clients(client: redis.Redis) -> int:
 #: Kombu's binding set of the remote-control queues: one member per worker consuming
 #: (the schedulers and gatekeepers; lean node harnesses take no remote control).
 PIDBOX_BINDINGS = "_kombu.binding.celery.pidbox"
+#: Kombu's hash of delivered, unacknowledged messages.
+UNACKED = "unacked"
 
 
 def _settled(client: redis.Redis, broker: redis.Redis, workers: int,
@@ -192,12 +197,14 @@ def _settled(client: redis.Redis, broker: redis.Redis, workers: int,
 
 
 def _queued(broker: redis.Redis) -> int:
-    """Messages waiting in every queue kombu has bound (its binding sets name them)."""
+    """Messages waiting in every queue kombu has bound (its binding sets name them),
+    plus those delivered and not yet acknowledged (prefetched by a busy worker)."""
     queues = {m.rsplit(b"\x06\x16", 1)[-1] for key in broker.scan_iter(b"_kombu.binding.*")
               for m in broker.smembers(key)}
     pipe = broker.pipeline(transaction=False)
     for name in queues:
         pipe.llen(name)
+    pipe.hlen(UNACKED)
     return sum(pipe.execute())
 
 
@@ -246,7 +253,7 @@ def measure(nodes: int, db: str, *, jobs: int, harness: int, idle_s: float,
         try:
             _say(f"{label}: waiting for the workers, then {idle_s:g} s idle")
             point.settle_s = _settled(client, broker, workers=2 + RMS)
-            point.idle_shared_pct, point.idle_harness_pct = _idle(stack, idle_s)
+            point.idle_shared_pct, point.idle_harness_pct = _idle(stack, idle_s, point)
             point.redis_clients = _clients(client)
         finally:
             client.close()
@@ -263,6 +270,8 @@ def measure(nodes: int, db: str, *, jobs: int, harness: int, idle_s: float,
         spent = {k: after[k] - before.get(k, 0.0) for k in after}
         point.shared_ms_job = 1e3 * sum(spent.get(k, 0.0) for k in SHARED) / jobs
         point.harness_ms_job = 1e3 * spent.get("node daemons", 0.0) / jobs
+        point.notes.append("CPU ms per job: " + ", ".join(
+            f"{k} {1e3 * spent.get(k, 0.0) / jobs:.1f}" for k in SHARED))
         point.throughput, point.ok = result.throughput, result.ok
         lat = _latencies(stack.settings)
         if lat:

@@ -56,6 +56,8 @@ def test_queued_counts_every_bound_queue(redis_server) -> None:
         broker.rpush("gram.rA", "m1", "m2", "m3")
         broker.rpush("unbound", "x")  # not a queue any worker reads
         assert _queued(broker) == 3
+        broker.hset("unacked", "tag1", "m0")  # prefetched by a worker, still to run
+        assert _queued(broker) == 4
     finally:
         broker.flushdb()
         broker.close()
