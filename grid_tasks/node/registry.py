@@ -26,6 +26,7 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from grid_tasks.errors import ConnectivityError, NotFoundError
+from grid_tasks.node.redis_errors import connectivity
 from grid_tasks.security.config import RedisTLS, is_tls_url
 from grid_tasks.security.connections import redis_client
 from grid_tasks.settings import Settings
@@ -403,46 +404,6 @@ def _json(raw: bytes | str | None) -> Any:
         return json.loads(raw)
     except ValueError:
         return None  # a foreign value under our key: treat as absent
-
-
-class connectivity:
-    """Turns redis connection failures into a one-line :class:`ConnectivityError`.
-
-    ``with connectivity(client): ...`` around any command of ``client``.
-    """
-
-    def __init__(self, client: redis.Redis) -> None:
-        self.client = client
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> bool:
-        if exc_type is None:
-            return False
-        kw = self.client.connection_pool.connection_kwargs
-        where = kw.get("path") or f"{kw.get('host')}:{kw.get('port')}"
-        text = str(exc).lower()
-        if issubclass(exc_type, redis.AuthenticationError) or (
-                issubclass(exc_type, redis.ResponseError) and ("auth" in text
-                                                                or "password" in text)):
-            raise ConnectivityError(f"Redis at {where} refused the credentials: {exc}") from None
-        if issubclass(exc_type, (redis.ConnectionError, redis.TimeoutError)):
-            raise ConnectivityError(f"cannot reach Redis at {where}: {exc}"
-                                    f"{_missing_tls_files(kw)}") from None
-        return False
-
-
-def _missing_tls_files(kw: Mapping[str, Any]) -> str:
-    """' (TLS file(s) not found: ...)' when configured TLS files are missing, else ''.
-
-    redis-py reports a missing CA, certificate or key file as a bare ENOENT.
-    """
-    missing = [f"{name}={kw[key]}" for name, key in (("ca", "ssl_ca_certs"),
-                                                      ("cert", "ssl_certfile"),
-                                                      ("key", "ssl_keyfile"))
-               if kw.get(key) and not os.path.exists(kw[key])]
-    return f" (TLS file(s) not found: {', '.join(missing)})" if missing else ""
 
 
 _connectivity = connectivity  # the name broker code imported first
