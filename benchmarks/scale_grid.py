@@ -29,7 +29,6 @@ import os
 import statistics
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -44,6 +43,7 @@ import psutil  # noqa: E402
 import redis  # noqa: E402
 
 from cpu_window import CpuMeter  # noqa: E402
+from scale_grid_watch import _clients, _reporting, _say, _settled  # noqa: E402
 from grid_tasks.embedded.stack import EmbeddedStack, StackOptions  # noqa: E402
 from grid_tasks.errors import GridTasksError  # noqa: E402
 from grid_tasks.faults.load import run_load  # noqa: E402
@@ -122,11 +122,6 @@ class _Stack(EmbeddedStack):
             database_url=self.database_url)
 
 
-def _say(what: str) -> None:
-    """A progress line (stderr: the table on stdout stays clean)."""
-    print(f"  [{time.strftime('%H:%M:%S')}] {what}", file=sys.stderr, flush=True)
-
-
 def _started(stack: _Stack, label: str) -> tuple[float, float]:
     """Start ``stack``; (seconds to all registered, seconds preparing the database)."""
     marks: dict[str, float] = {}
@@ -154,58 +149,6 @@ def _idle(stack: _Stack, window: float, point: Point) -> tuple[float, float]:
     point.notes.append("idle % of a core: " + ", ".join(
         f"{k} {100 * spent.get(k, 0.0) / window:.1f}" for k in SHARED))
     return 100 * shared / window, 100 * spent.get("node daemons", 0.0) / window
-
-
-def _clients(client: redis.Redis) -> int:
-    return int(client.info("clients")["connected_clients"])
-
-
-#: Kombu's binding set of the remote-control queues: one member per worker consuming
-#: (the schedulers and gatekeepers; lean node harnesses take no remote control).
-PIDBOX_BINDINGS = "_kombu.binding.celery.pidbox"
-#: Kombu's hash of delivered, unacknowledged messages.
-UNACKED = "unacked"
-
-
-def _settled(client: redis.Redis, broker: redis.Redis, workers: int,
-             steady_s: float = 4.0, limit_s: float = 300.0) -> float:
-    """Seconds until the grid is idle: every shared worker consumes (``workers``
-    remote-control bindings in the broker), the start-up backlog is worked off (fewer
-    than :data:`RMS` messages queued: beat's periodic ones come and go), and then the
-    Redis client count stays the same for ``steady_s``.
-
-    An idle window that begins earlier measures start-up: the workers connect lazily,
-    seconds after the nodes registered on a loaded machine (a client count alone was
-    seen steady at 6, before any worker), and the gatekeepers then still record every
-    node's registration (1,000 of them: 40% of a core for tens of seconds)."""
-    began = time.monotonic()
-
-    def waiting() -> bool:
-        return time.monotonic() - began < limit_s
-
-    while broker.scard(PIDBOX_BINDINGS) < workers and waiting():
-        time.sleep(0.5)
-    while _queued(broker) >= RMS and waiting():
-        time.sleep(0.5)
-    last, since = _clients(client), time.monotonic()
-    while time.monotonic() - since < steady_s and waiting():
-        time.sleep(0.5)
-        now = _clients(client)
-        if now != last:
-            last, since = now, time.monotonic()
-    return time.monotonic() - began
-
-
-def _queued(broker: redis.Redis) -> int:
-    """Messages waiting in every queue kombu has bound (its binding sets name them),
-    plus those delivered and not yet acknowledged (prefetched by a busy worker)."""
-    queues = {m.rsplit(b"\x06\x16", 1)[-1] for key in broker.scan_iter(b"_kombu.binding.*")
-              for m in broker.smembers(key)}
-    pipe = broker.pipeline(transaction=False)
-    for name in queues:
-        pipe.llen(name)
-    pipe.hlen(UNACKED)
-    return sum(pipe.execute())
 
 
 def _latencies(settings: Settings) -> list[float]:
@@ -252,7 +195,7 @@ def measure(nodes: int, db: str, *, jobs: int, harness: int, idle_s: float,
         broker = redis.Redis.from_url(stack.redis.url(1))
         try:
             _say(f"{label}: waiting for the workers, then {idle_s:g} s idle")
-            point.settle_s = _settled(client, broker, workers=2 + RMS)
+            point.settle_s = _settled(client, broker, workers=2 + RMS, backlog=RMS)
             point.idle_shared_pct, point.idle_harness_pct = _idle(stack, idle_s, point)
             point.redis_clients = _clients(client)
         finally:
@@ -294,42 +237,6 @@ def load_timeout(jobs: int) -> float:
     (2 jobs/s at worst, and never under 10 minutes): a stuck grid ends the point, not
     the run."""
     return max(600.0, jobs / 2.0)
-
-
-@contextmanager
-def _reporting(settings: Settings, label: str, jobs: int, period: float) -> Iterator[None]:
-    """Print every ``period`` seconds how many jobs were submitted and ended so far (a
-    thread reading the grid's database: the clients report only when they are done,
-    and 10,000 jobs take minutes to submit)."""
-    from sqlalchemy import func, select
-
-    from grid_tasks import db
-    from grid_tasks.db.models.jobs import Job
-    from grid_tasks.states import JobState
-
-    ended = [s for s in JobState if s.terminal]
-    sessions = db.session_factory(db.get_engine(settings.database_url))
-    stop = threading.Event()
-
-    def report() -> None:
-        while not stop.wait(period):
-            try:
-                with db.session_scope(sessions) as session:
-                    stored = session.scalar(select(func.count(Job.id)))
-                    done = session.scalar(select(func.count(Job.id)).where(
-                        Job.state.in_(ended)))
-            except Exception as exc:  # noqa: BLE001 - a progress line is not worth a failure
-                _say(f"{label}: progress unreadable ({exc})")
-                continue
-            _say(f"{label}: {stored}/{jobs} jobs submitted, {done} ended")
-
-    thread = threading.Thread(target=report, name="progress", daemon=True)
-    thread.start()
-    try:
-        yield
-    finally:
-        stop.set()
-        thread.join()
 
 
 HEADER = (f"{'nodes':>6} {'db':<9} {'start s':>8} {'settle':>7} {'db prep':>8} {'redis cl':>9} "

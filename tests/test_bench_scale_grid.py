@@ -21,7 +21,8 @@ from grid_tasks.topology import load_topology
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 
-from scale_grid import Point, _queued, _reporting, load_timeout, ratios  # noqa: E402
+from scale_grid import Point, load_timeout, ratios  # noqa: E402
+from scale_grid_watch import _queued, _reporting  # noqa: E402
 
 
 def _point(nodes: int, throughput: float, ok: bool = True) -> Point:
