@@ -111,18 +111,7 @@ def postgres_database() -> Iterator[str]:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
-class _Stack(EmbeddedStack):
-    """The embedded stack on a database of the benchmark's choosing."""
-
-    database_url: str | None = None
-
-    def _settings(self) -> Settings:
-        mine = super()._settings()
-        return mine if self.database_url is None else mine.replace(
-            database_url=self.database_url)
-
-
-def _started(stack: _Stack, label: str) -> tuple[float, float]:
+def _started(stack: EmbeddedStack, label: str) -> tuple[float, float]:
     """Start ``stack``; (seconds to all registered, seconds preparing the database)."""
     marks: dict[str, float] = {}
     began = time.monotonic()
@@ -137,7 +126,7 @@ def _started(stack: _Stack, label: str) -> tuple[float, float]:
     return total, prep
 
 
-def _idle(stack: _Stack, window: float, point: Point) -> tuple[float, float]:
+def _idle(stack: EmbeddedStack, window: float, point: Point) -> tuple[float, float]:
     """% of one core used by the shared services and by the harnesses, idle (and each
     shared kind's share in ``point``'s notes)."""
     meter = CpuMeter(stack)
@@ -167,7 +156,7 @@ def _latencies(settings: Settings) -> list[float]:
     return sorted((at - sub).total_seconds() for sub, at in rows if sub and at)
 
 
-def _harness_rss(stack: _Stack) -> float:
+def _harness_rss(stack: EmbeddedStack) -> float:
     total = 0
     for child in stack.supervisor.children:
         if child.name.startswith("node-harness"):
@@ -185,9 +174,10 @@ def measure(nodes: int, db: str, *, jobs: int, harness: int, idle_s: float,
     options = StackOptions(topology_file=write_topology(work, nodes),
                            state_dir=work / f"state-{db}-{nodes}", loglevel="WARNING",
                            start_timeout=900.0, announce=False, node_harness=harness,
-                           harness_jobs="standin")
-    stack = _Stack(options)
-    stack.database_url = database_url
+                           harness_jobs="standin", database_url=database_url)
+    # up --database-url's way: the stack prepares that database (a subclass that only
+    # swapped the settings had the children run on an unmigrated PostgreSQL)
+    stack = EmbeddedStack(options)
     label = f"{nodes} nodes, {db}"
     try:
         point.start_s, point.db_prep_s = _started(stack, label)
