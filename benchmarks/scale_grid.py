@@ -76,6 +76,9 @@ class Point:
     #: (CPU time, not wall: less sensitive than jobs/s to what else the machine runs)
     shared_ms_job: float = 0.0
     harness_ms_job: float = 0.0
+    #: shared_ms_job less the idle rate over the load's duration: what the jobs
+    #: themselves cost (a slower load otherwise looks dearer per job by its idle time)
+    net_ms_job: float = 0.0
     ok: bool = False
     notes: list[str] = field(default_factory=list)
 
@@ -206,6 +209,9 @@ def measure(nodes: int, db: str, *, jobs: int, harness: int, idle_s: float,
         point.notes.append("CPU ms per job: " + ", ".join(
             f"{k} {1e3 * spent.get(k, 0.0) / jobs:.1f}" for k in SHARED))
         point.throughput, point.ok = result.throughput, result.ok
+        idle_cpu_s = point.idle_shared_pct / 100 * result.complete_s
+        point.net_ms_job = point.shared_ms_job - 1e3 * idle_cpu_s / jobs
+        point.notes[-1] += f"; shared net of idle {point.net_ms_job:.1f}"
         lat = _latencies(stack.settings)
         if lat:
             point.p50_s = statistics.median(lat)
@@ -247,7 +253,7 @@ def _median(points: list[Point]) -> Point:
     """A point whose every figure is the median over ``points`` (rounds of one size)."""
     out = Point(points[0].nodes, points[0].db, ok=all(p.ok for p in points))
     for name in ("start_s", "redis_clients", "idle_shared_pct", "throughput", "p50_s",
-                 "p95_s", "shared_ms_job"):
+                 "p95_s", "shared_ms_job", "net_ms_job"):
         setattr(out, name, statistics.median(getattr(p, name) for p in points))
     return out
 
@@ -278,7 +284,8 @@ def ratios(points: list[Point]) -> list[str]:
                        f"{r(p.throughput, base.throughput)} ({verdict} the >= "
                        f"{TARGET_RATIO:.0%} target), p50 {r(p.p50_s, base.p50_s)}, "
                        f"p95 {r(p.p95_s, base.p95_s)}, shared CPU per job "
-                       f"{r(p.shared_ms_job, base.shared_ms_job)}")
+                       f"{r(p.shared_ms_job, base.shared_ms_job)} (net of idle "
+                       f"{r(p.net_ms_job, base.net_ms_job)})")
     return out
 
 

@@ -28,12 +28,13 @@ from scale_grid_watch import _queued, _reporting  # noqa: E402
 def _point(nodes: int, throughput: float, ok: bool = True) -> Point:
     return Point(nodes, "sqlite", start_s=10.0, redis_clients=150, idle_shared_pct=10.0,
                  jobs=400, throughput=throughput, p50_s=0.1, p95_s=0.2, shared_ms_job=50.0,
-                 ok=ok)
+                 net_ms_job=40.0 * nodes / 100, ok=ok)
 
 
 def test_the_verdict_compares_each_size_with_the_smallest() -> None:
     (line,) = ratios([_point(100, 10.0), _point(1000, 7.9)])
     assert "1000 vs 100 nodes" in line and "throughput 0.79x (MISSES" in line
+    assert "shared CPU per job 1.00x (net of idle 10.00x)" in line
     (line,) = ratios([_point(100, 10.0), _point(1000, 8.0)])
     assert "throughput 0.80x (meets" in line
 
