@@ -17,6 +17,12 @@ measured in the same run).  Target: at 1,000 nodes, throughput >= 80% of 100 nod
 
     python benchmarks/bench_scale.py --part grid [--quick] --grid "--nodes 100,1000 --db sqlite"
 
+Duration: a point is start (15-35 s) + settling (20-45 s) + the idle window + the
+jobs at the grid's throughput, which on this 2-core machine under other work was
+10-16 jobs/s at 100 and at 1,000 nodes (2026-11-28): ~2.5 min per point at 1,000 jobs,
+~12-17 min at 10,000, so the full six points at 10,000 jobs take 1-1.5 h there.
+``--jobs 2500`` keeps the six points near 25 min.
+
 Progress lines (phases, jobs ended every 15 s, minutes so far) go to stderr; a point
 that fails (a child died, its load timed out: :func:`load_timeout`) is reported and
 the next point still runs; every grid is stopped before the next starts.
