@@ -1,6 +1,7 @@
-"""Redis connection failures as one-line :class:`~grid_tasks.errors.ConnectivityError`\ s
-(the node registry's, the token store's): where, and why - refused credentials, an
-unreachable server, a configured TLS file that is missing."""
+"""Redis connection failures turned into a one-line
+:class:`~grid_tasks.errors.ConnectivityError` (for the node registry and the token
+store): where, and why - refused credentials, an unreachable server, a configured TLS
+file that is missing."""
 
 from __future__ import annotations
 
