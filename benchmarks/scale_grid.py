@@ -15,7 +15,17 @@ own costs, no process forked per job), on SQLite or on a private PostgreSQL data
 Printed as a table and as ratios to the 100-node point of the same database (the peer
 measured in the same run).  Target: at 1,000 nodes, throughput >= 80% of 100 nodes.
 
-    python benchmarks/bench_scale.py --grid-only [--quick] [--nodes 100,1000] [--db sqlite]
+    python benchmarks/bench_scale.py --part grid [--quick] --grid "--nodes 100,1000 --db sqlite"
+
+Duration: a point is start (15-35 s) + settling (20-45 s) + the idle window + the
+jobs at the grid's throughput, which on this 2-core machine under other work was
+10-16 jobs/s at 100 and at 1,000 nodes (2026-11-28): ~2.5 min per point at 1,000 jobs,
+~12-17 min at 10,000, so the full six points at 10,000 jobs take 1-1.5 h there.
+``--jobs 2500`` keeps the six points near 25 min.
+
+Progress lines (phases, jobs ended every 15 s, minutes so far) go to stderr; a point
+that fails (a child died, its load timed out: :func:`load_timeout`) is reported and
+the next point still runs; every grid is stopped before the next starts.
 """
 
 from __future__ import annotations
@@ -39,7 +49,9 @@ import psutil  # noqa: E402
 import redis  # noqa: E402
 
 from cpu_window import CpuMeter  # noqa: E402
+from scale_grid_watch import _clients, _reporting, _say, _settled  # noqa: E402
 from grid_tasks.embedded.stack import EmbeddedStack, StackOptions  # noqa: E402
+from grid_tasks.errors import GridTasksError  # noqa: E402
 from grid_tasks.faults.load import run_load  # noqa: E402
 from grid_tasks.settings import Settings  # noqa: E402
 
@@ -70,6 +82,9 @@ class Point:
     #: (CPU time, not wall: less sensitive than jobs/s to what else the machine runs)
     shared_ms_job: float = 0.0
     harness_ms_job: float = 0.0
+    #: shared_ms_job less the idle rate over the load's duration: what the jobs
+    #: themselves cost (a slower load otherwise looks dearer per job by its idle time)
+    net_ms_job: float = 0.0
     ok: bool = False
     notes: list[str] = field(default_factory=list)
 
@@ -105,53 +120,33 @@ def postgres_database() -> Iterator[str]:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
-class _Stack(EmbeddedStack):
-    """The embedded stack on a database of the benchmark's choosing."""
-
-    database_url: str | None = None
-
-    def _settings(self) -> Settings:
-        mine = super()._settings()
-        return mine if self.database_url is None else mine.replace(
-            database_url=self.database_url)
-
-
-def _started(stack: _Stack) -> tuple[float, float]:
+def _started(stack: EmbeddedStack, label: str) -> tuple[float, float]:
     """Start ``stack``; (seconds to all registered, seconds preparing the database)."""
     marks: dict[str, float] = {}
     began = time.monotonic()
-    stack.start(progress=lambda msg: marks.setdefault(msg, time.monotonic()))
+
+    def progress(msg: str) -> None:
+        marks.setdefault(msg, time.monotonic())
+        _say(f"{label}: {msg}")
+
+    stack.start(progress=progress)
     total = time.monotonic() - began
     prep = marks.get("starting beats", began) - marks.get("preparing the database", began)
     return total, prep
 
 
-def _idle(stack: _Stack, window: float) -> tuple[float, float]:
-    """% of one core used by the shared services and by the harnesses, idle."""
+def _idle(stack: EmbeddedStack, window: float, point: Point) -> tuple[float, float]:
+    """% of one core used by the shared services and by the harnesses, idle (and each
+    shared kind's share in ``point``'s notes)."""
     meter = CpuMeter(stack)
     before = meter.sample()
     time.sleep(window)
     after = meter.sample()
     spent = {k: after[k] - before.get(k, 0.0) for k in after}
     shared = sum(spent.get(k, 0.0) for k in SHARED)
+    point.notes.append("idle % of a core: " + ", ".join(
+        f"{k} {100 * spent.get(k, 0.0) / window:.1f}" for k in SHARED))
     return 100 * shared / window, 100 * spent.get("node daemons", 0.0) / window
-
-
-def _clients(client: redis.Redis) -> int:
-    return int(client.info("clients")["connected_clients"])
-
-
-def _settled(client: redis.Redis, steady_s: float = 4.0, limit_s: float = 300.0) -> float:
-    """Seconds until the Redis client count stops changing for ``steady_s`` (the
-    workers connect lazily, seconds after the nodes registered on a loaded machine)."""
-    began = time.monotonic()
-    last, since = _clients(client), time.monotonic()
-    while time.monotonic() - since < steady_s and time.monotonic() - began < limit_s:
-        time.sleep(0.5)
-        now = _clients(client)
-        if now != last:
-            last, since = now, time.monotonic()
-    return time.monotonic() - began
 
 
 def _latencies(settings: Settings) -> list[float]:
@@ -170,7 +165,7 @@ def _latencies(settings: Settings) -> list[float]:
     return sorted((at - sub).total_seconds() for sub, at in rows if sub and at)
 
 
-def _harness_rss(stack: _Stack) -> float:
+def _harness_rss(stack: EmbeddedStack) -> float:
     total = 0
     for child in stack.supervisor.children:
         if child.name.startswith("node-harness"):
@@ -188,37 +183,62 @@ def measure(nodes: int, db: str, *, jobs: int, harness: int, idle_s: float,
     options = StackOptions(topology_file=write_topology(work, nodes),
                            state_dir=work / f"state-{db}-{nodes}", loglevel="WARNING",
                            start_timeout=900.0, announce=False, node_harness=harness,
-                           harness_jobs="standin")
-    stack = _Stack(options)
-    stack.database_url = database_url
+                           harness_jobs="standin", database_url=database_url)
+    # up --database-url's way: the stack prepares that database (a subclass that only
+    # swapped the settings had the children run on an unmigrated PostgreSQL)
+    stack = EmbeddedStack(options)
+    label = f"{nodes} nodes, {db}"
     try:
-        point.start_s, point.db_prep_s = _started(stack)
+        point.start_s, point.db_prep_s = _started(stack, label)
         client = redis.Redis.from_url(stack.redis.url(0))
+        broker = redis.Redis.from_url(stack.redis.url(1))
         try:
-            point.settle_s = _settled(client)
-            point.idle_shared_pct, point.idle_harness_pct = _idle(stack, idle_s)
+            _say(f"{label}: waiting for the workers, then {idle_s:g} s idle")
+            point.settle_s = _settled(client, broker, workers=2 + RMS, backlog=RMS)
+            point.idle_shared_pct, point.idle_harness_pct = _idle(stack, idle_s, point)
             point.redis_clients = _clients(client)
         finally:
             client.close()
+            broker.close()
         point.harness_rss_mb = _harness_rss(stack)
         clients, meter = 4, CpuMeter(stack)
         before = meter.sample()
-        result = run_load(stack.settings, clients, jobs // clients,
-                          rms=[f"r{r:02d}" for r in range(RMS)], timeout=3600)
+        _say(f"{label}: {jobs} jobs from {clients} clients")
+        with _reporting(stack.settings, label, jobs, period=15.0):
+            result = run_load(stack.settings, clients, jobs // clients,
+                              rms=[f"r{r:02d}" for r in range(RMS)],
+                              timeout=load_timeout(jobs))
         after = meter.sample()
         spent = {k: after[k] - before.get(k, 0.0) for k in after}
         point.shared_ms_job = 1e3 * sum(spent.get(k, 0.0) for k in SHARED) / jobs
         point.harness_ms_job = 1e3 * spent.get("node daemons", 0.0) / jobs
+        point.notes.append("CPU ms per job: " + ", ".join(
+            f"{k} {1e3 * spent.get(k, 0.0) / jobs:.1f}" for k in SHARED))
         point.throughput, point.ok = result.throughput, result.ok
+        idle_cpu_s = point.idle_shared_pct / 100 * result.complete_s
+        point.net_ms_job = point.shared_ms_job - 1e3 * idle_cpu_s / jobs
+        point.notes[-1] += f"; shared net of idle {point.net_ms_job:.1f}"
         lat = _latencies(stack.settings)
         if lat:
             point.p50_s = statistics.median(lat)
             point.p95_s = lat[min(len(lat) - 1, int(0.95 * len(lat)))]
         if not result.ok:
             point.notes.append(f"unaccounted: {result.to_dict()}")
+    except GridTasksError as exc:  # this point failed: the next ones still run
+        point.ok = False
+        point.notes.append(f"failed: {exc}")
+        _say(f"{label}: FAILED: {exc}")
     finally:
+        _say(f"{label}: stopping the grid")
         stack.stop()
     return point
+
+
+def load_timeout(jobs: int) -> float:
+    """Seconds the load of ``jobs`` jobs may take before the point counts as failed
+    (2 jobs/s at worst, and never under 10 minutes): a stuck grid ends the point, not
+    the run."""
+    return max(600.0, jobs / 2.0)
 
 
 HEADER = (f"{'nodes':>6} {'db':<9} {'start s':>8} {'settle':>7} {'db prep':>8} {'redis cl':>9} "
@@ -239,7 +259,7 @@ def _median(points: list[Point]) -> Point:
     """A point whose every figure is the median over ``points`` (rounds of one size)."""
     out = Point(points[0].nodes, points[0].db, ok=all(p.ok for p in points))
     for name in ("start_s", "redis_clients", "idle_shared_pct", "throughput", "p50_s",
-                 "p95_s", "shared_ms_job"):
+                 "p95_s", "shared_ms_job", "net_ms_job"):
         setattr(out, name, statistics.median(getattr(p, name) for p in points))
     return out
 
@@ -250,7 +270,13 @@ def ratios(points: list[Point]) -> list[str]:
     out = []
     for db in dict.fromkeys(p.db for p in points):
         sizes = sorted({p.nodes for p in points if p.db == db})
-        mine = [_median([p for p in points if p.db == db and p.nodes == n]) for n in sizes]
+        failed = [n for n in sizes if not any(p.ok for p in points
+                                              if p.db == db and p.nodes == n)]
+        out += [f"{db} {n} nodes: no point measured (failed, see above)" for n in failed]
+        mine = [_median([p for p in points if p.db == db and p.nodes == n and p.ok])
+                for n in sizes if n not in failed]
+        if not mine:
+            continue
         base = mine[0]
         for p in mine[1:]:
             def r(a: float, b: float) -> str:
@@ -264,7 +290,8 @@ def ratios(points: list[Point]) -> list[str]:
                        f"{r(p.throughput, base.throughput)} ({verdict} the >= "
                        f"{TARGET_RATIO:.0%} target), p50 {r(p.p50_s, base.p50_s)}, "
                        f"p95 {r(p.p95_s, base.p95_s)}, shared CPU per job "
-                       f"{r(p.shared_ms_job, base.shared_ms_job)}")
+                       f"{r(p.shared_ms_job, base.shared_ms_job)} (net of idle "
+                       f"{r(p.net_ms_job, base.net_ms_job)})")
     return out
 
 
@@ -294,14 +321,22 @@ def run(args: argparse.Namespace) -> list[Point]:
           "(shared with other work: compare ratios, not absolutes)", flush=True)
     print(HEADER, flush=True)
     points: list[Point] = []
+    plan = [(db, n) for db in args.db.split(",") for _ in range(args.rounds) for n in sizes]
+    began = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="bench-scale-") as tmp:
-        for db in args.db.split(","):
+        for db in dict.fromkeys(db for db, _ in plan):
             with _database(db) as url:
-                for n in [n for _ in range(args.rounds) for n in sizes]:
+                for n in [n for d, n in plan if d == db]:
                     p = measure(n, db, jobs=jobs, harness=args.harness, idle_s=idle,
                                 database_url=url, work=Path(tmp))
                     points.append(p)
                     print(row(p) + f"   (load avg {os.getloadavg()[0]:.1f})", flush=True)
+                    for note in p.notes:
+                        print(f"      {note}", flush=True)
+                    spent = (time.monotonic() - began) / 60
+                    _say(f"point {len(points)} of {len(plan)} done after {spent:.1f} min; "
+                         f"about {spent / len(points) * (len(plan) - len(points)):.0f} "
+                         "min to go (larger grids take longer)")
                     if url is not None:
                         _empty_postgres(url)
     for line in ratios(points):

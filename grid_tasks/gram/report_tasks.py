@@ -30,7 +30,7 @@ from grid_tasks.gram.report_sender import FINISHED, Report, from_wire
 from grid_tasks.gram.report_writer import record
 from grid_tasks.security.refusals import refuse
 from grid_tasks.services import services_for
-from grid_tasks.topology import load_topology
+from grid_tasks.topology_cache import current_topology
 
 log = logging.getLogger(__name__)
 
@@ -95,7 +95,7 @@ def record_node(self: Any, *, rm: str, node: str, resources: dict[str, Any],
     reason = signer_refusal(self.signer_subject(), node) or queue_refusal(rm, _queue(self))
     if reason is None:
         try:
-            load_topology(settings.topology_file).node(rm, node)
+            current_topology(settings.topology_file).node(rm, node)
         except GridTasksError as exc:
             reason = f"{REFUSED}: registration of {rm}/{node}: {exc}"
     if reason is not None:

@@ -6,7 +6,10 @@ Keys (``<rm>``/``<node>`` are queue-safe names):
 * ``grid_tasks:alive:<rm>:<node>`` - the last heartbeat, set with a TTL.  When a
   daemon goes silent the key expires and the node reads as Unknown without
   anyone acting;
-* ``grid_tasks:nodes`` - set of ``<rm>/<node>`` ever registered.
+* ``grid_tasks:nodes`` - set of ``<rm>/<node>`` ever registered;
+* ``grid_tasks:rmnodes:<rm>`` - set of the nodes of ``<rm>`` ever registered, so that
+  what is read per RM (its node watch every TTL, its iterations) does not grow with
+  the nodes of every other RM of the grid.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from grid_tasks.errors import ConnectivityError, NotFoundError
+from grid_tasks.node.redis_errors import connectivity
 from grid_tasks.security.config import RedisTLS, is_tls_url
 from grid_tasks.security.connections import redis_client
 from grid_tasks.settings import Settings
@@ -33,6 +37,11 @@ if TYPE_CHECKING:  # the DUROC runtime inside job processes imports us: keep it 
 
 PREFIX = "grid_tasks"
 NODES_SET = f"{PREFIX}:nodes"
+
+
+def rm_nodes_key(rm: str) -> str:
+    """Set of the node names of ``rm`` ever registered."""
+    return f"{PREFIX}:rmnodes:{rm}"
 
 
 def connect_redis(url: str, *, settings: Any = None, environ: Mapping[str, str] | None = None,
@@ -61,6 +70,22 @@ redis.call('HSET', KEYS[2], 'last_heartbeat', ARGV[3])
 if old then return 1 end
 return 0
 """
+#: :data:`HEARTBEAT_SCRIPT` for many nodes: KEYS alive key and node hash of each node in
+#: turn; ARGV TTL (ms), time, then each node's payload.  Returns the (1-based) numbers
+#: of the nodes whose alive key did not exist before.
+HEARTBEAT_MANY_SCRIPT = """
+local revived = {}
+for i = 1, #KEYS, 2 do
+  local n = (i + 1) / 2
+  if not redis.call('SET', KEYS[i], ARGV[2 + n], 'PX', ARGV[1], 'GET') then
+    revived[#revived + 1] = n
+  end
+  redis.call('HSET', KEYS[i + 1], 'last_heartbeat', ARGV[2])
+end
+return revived
+"""
+#: Nodes per heartbeat script call: one call keeps Redis busy for ~1 us per node.
+HEARTBEAT_CHUNK = 1000
 #: Seconds a node daemon's thread waits for its turn on the daemon's one Redis connection.
 DAEMON_POOL_WAIT_S = 20.0
 
@@ -141,6 +166,7 @@ class NodeRegistry:
         self.client = client
         self.ttl_ms = max(1, int(ttl * 1000))
         self._beat = client.register_script(HEARTBEAT_SCRIPT)
+        self._beat_many = client.register_script(HEARTBEAT_MANY_SCRIPT)
 
     @classmethod
     def from_url(cls, url: str, ttl: float, *, settings: Any = None,
@@ -177,6 +203,7 @@ class NodeRegistry:
             pipe = self.client.pipeline()
             pipe.hset(node_key(rm, node), mapping=mapping)
             pipe.sadd(NODES_SET, f"{rm}/{node}")
+            pipe.sadd(rm_nodes_key(rm), node)
             pipe.execute()
         self.heartbeat(rm, node, now, active=0)
 
@@ -212,22 +239,30 @@ class NodeRegistry:
                     "resources": json.dumps(resources), "facts": json.dumps(facts),
                     "source": source, "status": "Up", "registered_at": repr(now)})
                 pipe.sadd(NODES_SET, f"{rm}/{node}")
+                pipe.sadd(rm_nodes_key(rm), node)
             pipe.execute()
         self.heartbeat_many([(rm, node, 0) for rm, node, _ in nodes], now)
 
     def heartbeat_many(self, beats: list[tuple[str, str, int]], now: float
                        ) -> list[tuple[str, str]]:
-        """:meth:`heartbeat` for every ``(rm, node, active)`` in one pipelined round
-        trip; the nodes that were not alive before (first beat, or back)."""
-        with _connectivity(self.client):
-            pipe = self.client.pipeline(transaction=False)
-            for rm, node, active in beats:
-                pipe.exists(alive_key(rm, node))
-                pipe.set(alive_key(rm, node), json.dumps({"at": now, "active": active}),
-                         px=self.ttl_ms)
-                pipe.hset(node_key(rm, node), "last_heartbeat", repr(now))
-            replies = pipe.execute()
-        return [(rm, node) for i, (rm, node, _) in enumerate(beats) if not replies[3 * i]]
+        """:meth:`heartbeat` for every ``(rm, node, active)``, one script call per
+        :data:`HEARTBEAT_CHUNK` nodes; the nodes that were not alive before (first
+        beat, or back).  A harness beats for hundreds of identities every interval:
+        three pipelined commands each cost it more CPU than everything else it does
+        while idle."""
+        revived: list[tuple[str, str]] = []
+        idle = json.dumps({"at": now, "active": 0})
+        for first in range(0, len(beats), HEARTBEAT_CHUNK):
+            chunk = beats[first:first + HEARTBEAT_CHUNK]
+            keys = [key for rm, node, _ in chunk
+                    for key in (alive_key(rm, node), node_key(rm, node))]
+            args = [self.ttl_ms, repr(now)] + [
+                json.dumps({"at": now, "active": active}) if active else idle
+                for _, _, active in chunk]
+            with _connectivity(self.client):
+                numbers = self._beat_many(keys=keys, args=args)
+            revived += [chunk[int(n) - 1][:2] for n in numbers]
+        return revived
 
     def mark_down_many(self, nodes: list[tuple[str, str]], now: float) -> None:
         """:meth:`mark_down` for every ``(rm, node)``, pipelined."""
@@ -255,34 +290,54 @@ class NodeRegistry:
                 for i, (rm, node) in enumerate(names)]
 
     def states(self, names: Iterable[tuple[str, str]]) -> dict[tuple[str, str], NodeState]:
-        """The state alone of each named node: its heartbeat and the registration's
-        status field, not the whole registration (resources, host facts) that
-        :meth:`statuses` reads and decodes.  Every iteration asks this of all its RM's
-        nodes: at 100 nodes a third of the CPU of :meth:`statuses`."""
+        """The state alone of each named node: its heartbeat and, for a node without
+        one, the registration's status field - not the whole registration (resources,
+        host facts) that :meth:`statuses` reads and decodes.
+
+        Every iteration asks this of all its RM's nodes, so it is one ``MGET`` of the
+        heartbeats plus one ``HGET`` per node found silent (usually none): two
+        pipelined commands per node were a fifth of an idle iteration's CPU at 100
+        nodes per RM (cProfile), and the node watch read them too."""
         names = list(names)
+        if not names:
+            return {}
         with _connectivity(self.client):
-            pipe = self.client.pipeline(transaction=False)
-            for rm, node in names:
-                pipe.get(alive_key(rm, node))
-                pipe.hget(node_key(rm, node), "status")
-            raw = pipe.execute()
+            beats = self.client.mget([alive_key(rm, node) for rm, node in names])
+            silent = [name for name, beat in zip(names, beats) if beat is None]
+            status = {}
+            if silent:
+                pipe = self.client.pipeline(transaction=False)
+                for rm, node in silent:
+                    pipe.hget(node_key(rm, node), "status")
+                status = dict(zip(silent, pipe.execute()))
         out = {}
-        for i, name in enumerate(names):
-            status = raw[2 * i + 1]
-            out[name] = node_state(_json(raw[2 * i]),
-                                   {"status": status.decode()} if status else None)
+        for name, beat in zip(names, beats):
+            raw = status.get(name)
+            out[name] = node_state(_json(beat), {"status": raw.decode()} if raw else None)
         return out
+
+    def node_names(self, rm: str) -> list[str]:
+        """The nodes of ``rm`` ever registered (its own set: one RM's read does not grow
+        with the other RMs' nodes), sorted.  Registrations older than that set are
+        found in the grid-wide one while the RM's own is still empty."""
+        with _connectivity(self.client):
+            members = self.client.smembers(rm_nodes_key(rm))
+            if not members:
+                members = {m.split(b"/", 1)[1] for m in self.client.smembers(NODES_SET)
+                           if m.split(b"/", 1)[0] == rm.encode()}
+        return sorted(m.decode() for m in members)
 
     def list_nodes(self, topology: GridTopology | None = None,
                    rm: str | None = None) -> list[NodeStatus]:
         """Every registered node plus every node of ``topology``, sorted by rm and node;
         with ``rm``, that RM's only (its statuses alone are read: on a grid of 1,000
         nodes over 10 RMs a tenth of the round trip)."""
-        with _connectivity(self.client):
-            members = {m.decode() for m in self.client.smembers(NODES_SET)}
-        names = {tuple(m.split("/", 1)) for m in members}
         if rm is not None:
-            names = {n for n in names if n[0] == rm}
+            names = {(rm, node) for node in self.node_names(rm)}
+        else:
+            with _connectivity(self.client):
+                members = {m.decode() for m in self.client.smembers(NODES_SET)}
+            names = {tuple(m.split("/", 1)) for m in members}  # type: ignore[misc]
         if topology is not None:
             names |= {(n.rm, n.name) for n in topology.iter_nodes() if rm in (None, n.rm)}
         found = self.statuses(sorted(names))  # type: ignore[arg-type]
@@ -350,46 +405,6 @@ def _json(raw: bytes | str | None) -> Any:
         return json.loads(raw)
     except ValueError:
         return None  # a foreign value under our key: treat as absent
-
-
-class connectivity:
-    """Turns redis connection failures into a one-line :class:`ConnectivityError`.
-
-    ``with connectivity(client): ...`` around any command of ``client``.
-    """
-
-    def __init__(self, client: redis.Redis) -> None:
-        self.client = client
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> bool:
-        if exc_type is None:
-            return False
-        kw = self.client.connection_pool.connection_kwargs
-        where = kw.get("path") or f"{kw.get('host')}:{kw.get('port')}"
-        text = str(exc).lower()
-        if issubclass(exc_type, redis.AuthenticationError) or (
-                issubclass(exc_type, redis.ResponseError) and ("auth" in text
-                                                                or "password" in text)):
-            raise ConnectivityError(f"Redis at {where} refused the credentials: {exc}") from None
-        if issubclass(exc_type, (redis.ConnectionError, redis.TimeoutError)):
-            raise ConnectivityError(f"cannot reach Redis at {where}: {exc}"
-                                    f"{_missing_tls_files(kw)}") from None
-        return False
-
-
-def _missing_tls_files(kw: Mapping[str, Any]) -> str:
-    """' (TLS file(s) not found: ...)' when configured TLS files are missing, else ''.
-
-    redis-py reports a missing CA, certificate or key file as a bare ENOENT.
-    """
-    missing = [f"{name}={kw[key]}" for name, key in (("ca", "ssl_ca_certs"),
-                                                      ("cert", "ssl_certfile"),
-                                                      ("key", "ssl_keyfile"))
-               if kw.get(key) and not os.path.exists(kw[key])]
-    return f" (TLS file(s) not found: {', '.join(missing)})" if missing else ""
 
 
 _connectivity = connectivity  # the name broker code imported first

@@ -39,9 +39,12 @@ class NodeChange:
 def node_changes(registry: Any, rm: str) -> list[NodeChange]:
     """Registered nodes of ``rm`` whose state changed since the last call (and remember)."""
     client = registry.client
+    # Beat runs this per RM every TTL: it reads the RM's own node set and their states
+    # (one MGET of the heartbeats), never the grid's every node nor whole registrations.
+    names = [(rm, node) for node in registry.node_names(rm)]
     # Idle/Busy/Running flip with every job: only usable vs Down/Unknown/... matters here.
-    current = {s.node: ("Up" if s.state in USABLE_STATES else s.state.value)
-               for s in registry.list_nodes(rm=rm)}  # its own: not every RM's each time
+    current = {node: ("Up" if state in USABLE_STATES else state.value)
+               for (_, node), state in registry.states(names).items()}
     raw = client.hgetall(seen_key(rm))
     seen = {k.decode(): v.decode() for k, v in raw.items()}
     changes = [NodeChange(node, seen.get(node), state) for node, state in sorted(current.items())

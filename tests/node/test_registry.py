@@ -122,3 +122,54 @@ def test_states_alone_agree_with_full_statuses(registry):
         ("rmA", "up"): NodeState.IDLE, ("rmA", "busy"): NodeState.RUNNING,
         ("rmA", "gone"): NodeState.DOWN, ("rmA", "silent"): NodeState.UNKNOWN,
         ("rmA", "never"): NodeState.UNKNOWN}
+
+
+def _calls(client) -> dict[str, int]:
+    """Commands the server ran so far, by name (INFO itself left out)."""
+    return {k.removeprefix("cmdstat_"): v["calls"]
+            for k, v in client.info("commandstats").items() if k != "cmdstat_info"}
+
+
+def _ran(client, action) -> dict[str, int]:
+    before = _calls(client)
+    action()
+    after = _calls(client)
+    return {k: n - before.get(k, 0) for k, n in after.items() if n != before.get(k, 0)}
+
+
+def test_states_of_many_nodes_cost_one_command_plus_one_per_silent_node(registry):
+    names = [("rmA", f"n{i:03d}") for i in range(60)]
+    registry.register_many([(rm, n, RES) for rm, n in names], {}, "configured", time.time())
+    registry.client.delete("grid_tasks:alive:rmA:n007", "grid_tasks:alive:rmA:n042")
+    got: dict = {}
+    ran = _ran(registry.client, lambda: got.update(registry.states(names)))
+    assert ran == {"mget": 1, "hget": 2}  # not two commands per node
+    assert [n for (_, n), s in got.items() if s is NodeState.UNKNOWN] == ["n007", "n042"]
+    assert registry.states([]) == {}
+
+
+def test_an_rms_node_names_do_not_read_the_other_rms(registry):
+    registry.register_many([("rmA", f"a{i}", RES) for i in range(3)]
+                           + [("rmB", f"b{i}", RES) for i in range(200)], {}, "configured",
+                           time.time())
+    names: list = []
+    ran = _ran(registry.client, lambda: names.extend(registry.node_names("rmA")))
+    assert names == ["a0", "a1", "a2"]
+    assert ran == {"smembers": 1}
+    assert registry.client.scard("grid_tasks:rmnodes:rmA") == 3
+    # a registration from before the per-RM sets is still found, in the grid-wide set
+    registry.client.sadd("grid_tasks:nodes", "rmOld/x1")
+    assert registry.node_names("rmOld") == ["x1"]
+
+
+def test_many_heartbeats_are_one_script_call(registry):
+    names = [("rmA", f"h{i:03d}") for i in range(120)]
+    registry.register_many([(rm, n, RES) for rm, n in names], {}, "configured", time.time())
+    registry.client.delete("grid_tasks:alive:rmA:h005")
+    revived: list = []
+    ran = _ran(registry.client, lambda: revived.extend(registry.heartbeat_many(
+        [(rm, n, 0) for rm, n in names], time.time())))
+    assert revived == [("rmA", "h005")]
+    assert ran.get("evalsha", 0) + ran.get("eval", 0) == 1  # not three commands a node
+    assert sum(ran.values()) <= 3 * 120 + 1 and "exists" not in ran
+    assert registry.client.pttl("grid_tasks:alive:rmA:h005") > 0

@@ -132,3 +132,20 @@ def test_each_iteration_records_its_duration_for_the_metrics(grid):
     (stats,) = read_iterations(client)
     assert stats.rm == "rmA" and stats.count == 2
     assert 0 < stats.sum < 30 and stats.last is not None and stats.last > 0
+
+
+def test_the_watch_costs_a_few_commands_however_many_nodes(grid):
+    """Beat runs the watch per RM every TTL: on a large grid a command (and a decoded
+    registration) per node of every RM made it the scheduler's biggest idle cost."""
+    app, client, registry, _ = grid
+    registry.register_many([("rmA", f"a{i:03d}", {}) for i in range(80)]
+                           + [("rmB", f"b{i:03d}", {}) for i in range(300)], {}, "test",
+                           time.time())
+    watch_nodes(app, "rmA", registry)
+    client.delete("grid_tasks:alive:rmA:a013")
+    before = {k: v["calls"] for k, v in client.info("commandstats").items()}
+    changes = watch_nodes(app, "rmA", registry)
+    after = {k: v["calls"] for k, v in client.info("commandstats").items()}
+    ran = sum(n - before.get(k, 0) for k, n in after.items() if k != "cmdstat_info")
+    assert changes == [NodeChange("a013", "Up", "Unknown")]
+    assert ran <= 12, ran  # node set, heartbeats, one status, seen hash, trigger
