@@ -9,12 +9,24 @@ builds core jobs only for rows it has not seen at that version.  The core never
 changes a :class:`~grid_tasks.maui.Job` it is given, so a cached one is reused as is.
 Ids and versions start again in a database created anew under the same URL (tests
 do that): the RM row's creation time, read along, tells such a database apart.
+
+Even ``(id, version)`` of 100,000 rows was most of an iteration in which nothing
+changed, so the image also keeps the RM's idle-queue change counter
+(:class:`~grid_tasks.db.models.IdleQueueChanges`, kept by triggers on ``jobs`` in every
+writer's transaction) as read *before* its rows: while the counter is that value, no
+row entered, left or changed in the queue since, and the image is the queue without
+reading a row.  (A write committed between the counter's read and the rows' makes the
+image newer than its counter: the next read only re-reads.)  An image read inside a
+transaction that wrote jobs itself is valid only if that transaction commits: its
+writer calls :func:`forget` when it rolls back.
 """
 
 from __future__ import annotations
 
 import threading
 from array import array
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from itertools import chain
 from typing import Any
@@ -22,6 +34,7 @@ from typing import Any
 import numpy as np
 from sqlalchemy import bindparam, select
 
+from grid_tasks.db.models import IdleQueueChanges
 from grid_tasks.db.models import Job as JobRow
 from grid_tasks.db.models import ResourceManager
 from grid_tasks.maui import Job
@@ -38,6 +51,7 @@ _QUEUE = select(JobRow.id, JobRow.version).where(
     JobRow.maui_state.in_(IDLE_MAUI_STATES)).order_by(*ORDER)
 _QUEUE_BY_ID = _QUEUE.order_by(None).order_by(JobRow.id)
 _ROWS = select(*IDLE_COLUMNS).where(JobRow.id.in_(bindparam("ids", expanding=True)))
+_CHANGES = select(IdleQueueChanges.changes).where(IdleQueueChanges.rm == bindparam("rm"))
 
 @dataclass
 class QueueImage:
@@ -52,6 +66,7 @@ class QueueImage:
     by_id: array = field(default_factory=lambda: array("q"))  # the same rows in id order
     jobs: list[Job] = field(default_factory=list)
     cache: QueueCache = field(default_factory=QueueCache)
+    changes: int | None = None  # the RM's change counter read before ``rows``
 
 
 _images: dict[tuple[str, str], QueueImage] = {}
@@ -67,6 +82,7 @@ class QueueSnapshot:
     key: tuple[str, str]
     created: Any
     rows: array
+    changes: int | None = None  # the RM's change counter, read before the rows
 
 
 def read_queue(session: Any, rm: str) -> QueueSnapshot:
@@ -79,11 +95,14 @@ def read_queue(session: Any, rm: str) -> QueueSnapshot:
     row = session.get(ResourceManager, rm)
     created = None if row is None else row.created_at
     key = (str(session.get_bind().url), rm)
-    by_id = _flat(session, _QUEUE_BY_ID, rm)
+    changes = session.connection().scalar(_CHANGES, {"rm": rm}) or 0  # before any row
     image = _image(key, created)
+    if image is not None and image.changes == changes:
+        return QueueSnapshot(key, created, image.rows, changes)  # no row changed since
+    by_id = _flat(session, _QUEUE_BY_ID, rm)
     if image is not None and image.by_id == by_id:
-        return QueueSnapshot(key, created, image.rows)
-    return QueueSnapshot(key, created, _flat(session, _QUEUE, rm))
+        return QueueSnapshot(key, created, image.rows, changes)
+    return QueueSnapshot(key, created, _flat(session, _QUEUE, rm), changes)
 
 
 def _flat(session: Any, stmt: Any, rm: str) -> array:
@@ -101,6 +120,26 @@ def _image(key: tuple[str, str], created: Any) -> QueueImage | None:
     return image if image is not None and image.created == created else None
 
 
+def forget(rm: str) -> None:
+    """Drop what this process keeps of ``rm``'s idle queue (every database): the
+    transaction it was read in wrote jobs and rolled back, so the counter it was read
+    with may come again with other rows."""
+    with _lock:
+        for key in [k for k in _images if k[1] == rm]:
+            del _images[key]
+
+
+@contextmanager
+def forgotten_on_error(rm: str) -> Iterator[None]:
+    """Around a transaction that writes jobs and reads ``rm``'s idle queue: should it
+    fail (and roll back), what was kept of the queue is forgotten (:func:`forget`)."""
+    try:
+        yield
+    except BaseException:
+        forget(rm)
+        raise
+
+
 def image_of(queue: QueueSnapshot) -> QueueImage | None:
     """The image kept for the RM and database of ``queue`` (None: none yet, or one of
     an earlier database under the same URL)."""
@@ -113,7 +152,9 @@ def idle_core_jobs(session: Any, rm: str, queue: QueueSnapshot | None = None) ->
     id and version) are not read again, and an unchanged queue is the same list."""
     queue = read_queue(session, rm) if queue is None else queue
     image = image_of(queue)
-    if image is not None and image.rows == queue.rows:
+    if image is not None and (image.rows is queue.rows or image.rows == queue.rows):
+        if image.changes != queue.changes:
+            image.changes = queue.changes  # the same rows: now known at this count
         return image.jobs  # nothing changed: the very same list
     pairs = _pairs(queue.rows)
     src = _kept_at(image, pairs)  # per row: its job's position in the image, or -1
@@ -140,7 +181,7 @@ def idle_core_jobs(session: Any, rm: str, queue: QueueSnapshot | None = None) ->
     cache = image.cache if image is not None else QueueCache()
     with _lock:
         _images[queue.key] = QueueImage(queue.created, _flat_of(pairs), _flat_of(by_id), jobs,
-                                        cache)
+                                        cache, queue.changes)
     return jobs
 
 

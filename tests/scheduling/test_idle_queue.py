@@ -6,9 +6,11 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
+from sqlalchemy import update
 from sqlalchemy.engine import make_url
 
 from grid_tasks import db
+from grid_tasks.db.models import Job as JobRow
 from grid_tasks.embedded.stack import prepare_database
 from grid_tasks.gram.records import Outbox
 from grid_tasks.gram.submission import insert_job
@@ -76,3 +78,36 @@ def test_a_database_made_anew_under_the_same_url_is_not_mistaken(settings, sessi
     assert _submit(again, count=1, user="new") == first  # the same id and version
     kept, fresh = _queues(again)
     assert kept == fresh and [(j.id, j.user, j.tasks) for j in kept] == [(str(first), "new", 1)]
+
+
+def test_an_unchanged_queue_reads_no_row(sessions, monkeypatch):
+    """The RM's change counter stands for the rows: while it is the one the image was
+    read with, not even ``(id, version)`` is read; a change reads them again."""
+    ids = [_submit(sessions) for _ in range(3)]
+    kept, _ = _queues(sessions)
+    reads = []
+    real = idle_queue._flat  # noqa: SLF001 - counting the per-row reads
+    monkeypatch.setattr(idle_queue, "_flat", lambda *a: reads.append(a[1]) or real(*a))
+    assert _queues(sessions)[0] is kept and reads == []
+    with db.session_scope(sessions) as s:
+        db.repository.get_job(s, ids[1]).priority = 4
+    kept, fresh = _queues(sessions)
+    assert kept == fresh and kept[0].id == str(ids[1]) and reads
+
+
+def test_a_rolled_back_read_is_forgotten(sessions):
+    """A transaction that wrote an idle job (counted at once on SQLite) and read the
+    queue, then rolled back: its image must not be taken for the same count later."""
+    first, second = _submit(sessions, user="kept"), _submit(sessions, user="kept")
+    _queues(sessions)
+    with pytest.raises(RuntimeError), idle_queue.forgotten_on_error("rmA"):
+        with db.session_scope(sessions) as s:
+            db.repository.get_job(s, first).user = "never"  # rolled back below
+            s.flush()
+            assert idle_queue.idle_core_jobs(s, "rmA")[0].user == "never"
+            raise RuntimeError("the iteration failed")
+    with db.session_scope(sessions) as s:  # one change: the count the lost image had
+        s.execute(update(JobRow.__table__).where(JobRow.id == second).values(
+            user_name="other", version=JobRow.version + 1))
+    kept, fresh = _queues(sessions)
+    assert kept == fresh and [j.user for j in kept] == ["kept", "other"]
