@@ -44,6 +44,8 @@ from grid_tasks.states import JobState
 
 #: Rows read per query when many jobs are new (bounded IN lists).
 CHUNK = 500
+#: ``(id, version)`` rows fetched from the driver at a time.
+FETCH = 10_000
 
 # Built once, so their cache keys are memoized (building them per iteration cost more).
 _QUEUE = select(JobRow.id, JobRow.version).where(
@@ -108,8 +110,11 @@ def read_queue(session: Any, rm: str) -> QueueSnapshot:
 def _flat(session: Any, stmt: Any, rm: str) -> array:
     """``(id, version)`` rows of ``stmt`` as one flat array (id, version, id, ...)."""
     result = session.connection().execute(stmt, {"rm": rm})
-    try:
-        return array("q", chain.from_iterable(result.cursor.fetchall()))
+    out, cursor = array("q"), result.cursor
+    try:  # in batches: no list of 100,000 tuples at once (the process keeps its peak)
+        while rows := cursor.fetchmany(FETCH):
+            out.extend(chain.from_iterable(rows))
+        return out
     finally:
         result.close()
 
@@ -158,23 +163,20 @@ def idle_core_jobs(session: Any, rm: str, queue: QueueSnapshot | None = None) ->
         return image.jobs  # nothing changed: the very same list
     pairs = _pairs(queue.rows)
     src = _kept_at(image, pairs)  # per row: its job's position in the image, or -1
-    ids = pairs[:, 0].tolist()
     new_at = np.flatnonzero(src < 0).tolist()
     fresh: dict[int, Job] = {}
-    stale = [ids[k] for k in new_at]
+    stale = pairs[new_at, 0].tolist()  # (no Python int per kept row: they fragmented memory)
     for start in range(0, len(stale), CHUNK):
         for row in session.connection().execute(_ROWS, {"ids": stale[start:start + CHUNK]}):
             fresh[row.id] = core_job(row)
-    old_jobs = image.jobs if image is not None else []
-    jobs: list[Any] = list(map(old_jobs.__getitem__, np.maximum(src, 0).tolist())) \
-        if old_jobs else [None] * len(ids)
+    jobs = _kept_jobs(image, src)
     gone = []
-    for k in new_at:
-        jobs[k] = fresh.get(ids[k])
+    for k, job_id in zip(new_at, stale):
+        jobs[k] = fresh.get(job_id)
         if jobs[k] is None:  # gone between the two reads (started, cancelled): not idle
             gone.append(k)
     if gone:
-        keep = np.ones(len(ids), dtype=bool)
+        keep = np.ones(len(pairs), dtype=bool)
         keep[gone] = False
         pairs, jobs = pairs[keep], [j for j in jobs if j is not None]
     by_id = pairs[np.argsort(pairs[:, 0], kind="stable")]
@@ -183,6 +185,16 @@ def idle_core_jobs(session: Any, rm: str, queue: QueueSnapshot | None = None) ->
         _images[queue.key] = QueueImage(queue.created, _flat_of(pairs), _flat_of(by_id), jobs,
                                         cache, queue.changes)
     return jobs
+
+
+def _kept_jobs(image: QueueImage | None, src: np.ndarray) -> list[Any]:
+    """Per row, the image's job at ``src`` (None where ``src`` is -1), gathered by
+    numpy: a list of positions as Python ints was 100,000 objects per change."""
+    if image is None or not image.jobs:
+        return [None] * len(src)
+    kept = np.empty(len(image.jobs) + 1, dtype=object)
+    kept[:-1] = image.jobs  # (the last slot stays None: where src is -1)
+    return kept[src].tolist()
 
 
 def _pairs(flat: array) -> np.ndarray:
