@@ -111,3 +111,28 @@ def test_a_rolled_back_read_is_forgotten(sessions):
             user_name="other", version=JobRow.version + 1))
     kept, fresh = _queues(sessions)
     assert kept == fresh and [j.user for j in kept] == ["kept", "other"]
+
+
+def test_a_changed_queue_is_ordered_in_memory_as_sql_orders_it(sessions, monkeypatch):
+    """New and changed rows are merged into the kept order (priority, submission, id)
+    without the ordered read, and the result is the ordered read's."""
+    ids = [_submit(sessions, count=1 + i % 2) for i in range(12)]
+    _queues(sessions)
+    ordered = []
+    real = idle_queue._flat  # noqa: SLF001 - which reads are made
+    monkeypatch.setattr(idle_queue, "_flat", lambda s, stmt, rm: ordered.append(
+        stmt is idle_queue._QUEUE) or real(s, stmt, rm))  # noqa: SLF001
+    for step, (job, prio) in enumerate([(ids[5], 3), (ids[0], -1), (ids[9], 3), (ids[2], 0)]):
+        with db.session_scope(sessions) as s:
+            s.execute(update(JobRow.__table__).where(JobRow.id == job).values(
+                priority=prio, version=JobRow.version + 1))
+            if step == 2:
+                db.record_transition(s, ids[7], JobState.FAILED, "cancelled by user",
+                                     datetime.now(timezone.utc))
+        if step == 1:
+            _submit(sessions)
+        with db.session_scope(sessions) as s:
+            merged = idle_queue.read_queue(s, "rmA").rows
+            assert merged == real(s, idle_queue._QUEUE, "rmA"), f"step {step}"  # noqa: SLF001
+            idle_queue.idle_core_jobs(s, "rmA", idle_queue.read_queue(s, "rmA"))
+    assert not any(ordered)  # every order above was merged, none read ordered
