@@ -9,7 +9,8 @@ a :class:`QueueCache` keeps them between iterations for one resource manager:
 * ``verdicts``: :meth:`Scheduler._may_ever_start` per job (the jobs that may start
   in ``verdicts``, the others in ``never``: no tuple per job), valid while the nodes
   (their shapes and usable states) and the policy are those of ``key``;
-* ``memo``: the ranking's fixed components per job (:class:`~grid_tasks.maui.ranking.Ranking`),
+* ``memo``: the ranking's fixed components per job scored one by one (a queue scored
+  column-wise keeps them in ``columns`` only; :class:`~grid_tasks.maui.ranking.Ranking`),
   valid for the policy of ``key``;
 * ``columns``: the ranking's per-job columns for the last list of ranked jobs, reused
   when the same job objects come again in the same order.

@@ -100,10 +100,12 @@ class QueueSnapshot:
 
 def read_queue(session: Any, rm: str) -> QueueSnapshot:
     """Read ``rm``'s idle queue, ids and versions only (cheap even when long: the
-    driver's tuples, no result rows built).  First in id order, which the index gives
+    driver's tuples, no result rows built).  Nothing at all while the RM's change
+    counter is the kept image's.  Else first in id order, which the index gives
     without a sort: when that is the set of rows the kept image was built from, the
     queue's order is the image's (the order is a function of the rows, and every
-    change of a row bumps its version), and the ordered read is saved."""
+    change of a row bumps its version); when only some rows are new or changed, the
+    order is merged in memory (:func:`_merged`); only else is the ordered read made."""
     # (the iteration has the RM's row in the session already: no query then)
     row = session.get(ResourceManager, rm)
     created = None if row is None else row.created_at
@@ -129,7 +131,7 @@ def _merged(session: Any, image: QueueImage, by_id: array) -> array | None:
     integers; distinct submission times stay distinct and in order as POSIX floats
     (microseconds, far above a double's resolution at today's epoch); ties by id."""
     pairs = _pairs(by_id)
-    if image.priority is None or not len(pairs):
+    if image.priority is None or not len(pairs) or not image.jobs:
         return None
     src = _kept_at(image, pairs)
     new = np.flatnonzero(src < 0)

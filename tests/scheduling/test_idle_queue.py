@@ -136,3 +136,10 @@ def test_a_changed_queue_is_ordered_in_memory_as_sql_orders_it(sessions, monkeyp
             assert merged == real(s, idle_queue._QUEUE, "rmA"), f"step {step}"  # noqa: SLF001
             idle_queue.idle_core_jobs(s, "rmA", idle_queue.read_queue(s, "rmA"))
     assert not any(ordered)  # every order above was merged, none read ordered
+
+
+def test_jobs_entering_an_empty_kept_queue(sessions):
+    assert _queues(sessions) == ([], [])  # an image of the empty queue
+    ids = [_submit(sessions) for _ in range(2)]
+    kept, fresh = _queues(sessions)
+    assert kept == fresh and [j.id for j in kept] == [str(i) for i in ids]
