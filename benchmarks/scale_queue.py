@@ -57,8 +57,8 @@ def scale_queue(depths: tuple[int, ...] = DEPTHS, backends: tuple[str, ...] = ("
 def _child(backend: str, depth: int, seconds: float, tree: Path = ROOT) -> dict[str, Any]:
     env = {**os.environ, "PYTHONPATH": str(tree)}
     script = tree / "benchmarks" / "scale_queue.py"
-    done = subprocess.run([sys.executable, str(script), "--child", backend, str(depth), str(seconds)],
-                          env=env, capture_output=True, text=True, check=False)
+    done = subprocess.run([sys.executable, str(script), "--child", backend, str(depth),
+                           str(seconds)], env=env, capture_output=True, text=True, check=False)
     if done.returncode != 0:
         raise SystemExit(f"scale_queue child ({backend}, {depth}) failed:\n{done.stderr[-3000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
