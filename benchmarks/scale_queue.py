@@ -21,7 +21,7 @@ is read and ranked every iteration and nothing starts.  PostgreSQL: a private da
 ``bench_queue_<pid>`` on 127.0.0.1:5432 (trust), dropped at the end.
 
     .venv/bin/python benchmarks/scale_queue.py [--depths 10000,50000,100000]
-        [--backends sqlite,postgresql] [--seconds 6]
+        [--backends sqlite,postgresql] [--seconds 6] [--peer-tree /path/to/old/checkout]
 
 :func:`scale_queue` is what ``benchmarks/bench_scale.py`` calls.
 """
@@ -61,13 +61,34 @@ def scale_queue(depths: tuple[int, ...] = DEPTHS, backends: tuple[str, ...] = ("
     return runs
 
 
-def _child(backend: str, depth: int, seconds: float) -> dict[str, Any]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    done = subprocess.run([sys.executable, __file__, "--child", backend, str(depth), str(seconds)],
-                          env=env, capture_output=True, text=True, check=False)
+def _child(backend: str, depth: int, seconds: float, tree: Path = ROOT) -> dict[str, Any]:
+    env = {**os.environ, "PYTHONPATH": str(tree)}
+    script = tree / "benchmarks" / "scale_queue.py"
+    done = subprocess.run([sys.executable, str(script), "--child", backend, str(depth),
+                           str(seconds)], env=env, capture_output=True, text=True, check=False)
     if done.returncode != 0:
         raise SystemExit(f"scale_queue child ({backend}, {depth}) failed:\n{done.stderr[-3000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def scale_queue_peer(depths: tuple[int, ...], backends: tuple[str, ...], seconds: float,
+                     peer: Path, out: Callable[[str], None] = print) -> list[dict[str, Any]]:
+    """Each depth and backend on this tree and on ``peer`` (another checkout, e.g. the
+    code before a change), one after the other: this tree's line, the peer's, and the
+    CPU ratios this/peer of the same run."""
+    runs: list[dict[str, Any]] = []
+    out(f"deep queue on one RM (rmA), this tree vs the peer {peer}; iteration CPU s (wall s)")
+    for backend in backends:
+        for depth in depths:
+            mine, theirs = _child(backend, depth, seconds), _child(backend, depth, seconds, peer)
+            runs += [mine, theirs]
+            _line(mine, mine, out)
+            _line(theirs, theirs, lambda line: out(line + "   [peer]"))
+            ratios = ", ".join(f"{k} x{mine[k]['cpu'] / max(theirs[k]['cpu'], 1e-9):.2f}"
+                               for k in ("first", "warm", "unchanged"))
+            out(f"{'':<19}this/peer CPU: {ratios}, KB/job "
+                f"x{mine['kb_per_job'] / max(theirs['kb_per_job'], 1e-9):.2f}")
+    return runs
 
 
 def _line(r: dict[str, Any], b: dict[str, Any], out: Callable[[str], None]) -> None:
@@ -126,9 +147,17 @@ def main() -> None:
                         help="length of each throughput measurement")
     parser.add_argument("--quick", action="store_true",
                         help="10,000 and 50,000 jobs on SQLite, 3 s measurements")
+    parser.add_argument("--peer-tree", type=Path,
+                        help="also run each measurement on this checkout (the old code), "
+                             "printing this tree's CPU figures over the peer's")
     args = parser.parse_args()
     if args.quick:
         args.depths, args.backends, args.seconds = "10000,50000", "sqlite", 3.0
+    if args.peer_tree is not None:
+        scale_queue_peer(tuple(int(d) for d in args.depths.split(",")),
+                         tuple(args.backends.split(",")), args.seconds, args.peer_tree,
+                         out=lambda line: print(line, flush=True))
+        return
     scale_queue(tuple(int(d) for d in args.depths.split(",")), tuple(args.backends.split(",")),
                 args.seconds, out=lambda line: print(line, flush=True))
 

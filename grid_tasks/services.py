@@ -24,6 +24,7 @@ from celery import Celery, current_app
 from celery.signals import worker_init, worker_process_init
 
 from grid_tasks.celery_app import create_app
+from grid_tasks.malloc import return_big_blocks
 from grid_tasks.results import release_results
 from grid_tasks.security.connections import redis_client
 from grid_tasks.settings import Settings
@@ -125,7 +126,9 @@ def services_for(app: Celery) -> Services:
 
 def _at_worker_start(sender: Any = None, **_: Any) -> None:
     """Make the worker's Services as it starts (the main process of a solo or threads
-    pool, each child of a prefork one), not inside its first task."""
+    pool, each child of a prefork one), not inside its first task; big blocks freed go
+    back to the system (:func:`~grid_tasks.malloc.return_big_blocks`)."""
+    return_big_blocks()
     app = getattr(sender, "app", None)
     if app is None:  # worker_process_init has no sender: the child's current app
         app = current_app._get_current_object()

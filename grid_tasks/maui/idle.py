@@ -55,18 +55,25 @@ class IdleQueue:
         kept = cache.loaded
         if kept is not None and kept[0] is jobs:
             _, queued, ready, parked, plain = kept
-            self.jobs, self.ready = dict(queued), dict(ready)
+            self.jobs = dict(queued)
+            self.ready = dict(queued if ready is None else ready)
             self._parked_priority = set(parked)
             self._plain = plain
             return
-        verdicts, may = cache.verdicts, self._may_ever_start
+        cache.loaded = None  # (freed before the new queue is built: a lower peak)
+        yes, no, may = cache.verdicts, cache.never, self._may_ever_start
         queued, ready, parked = self.jobs, self.ready, self._parked_priority
         for job in jobs:
             queued[job.id] = job
-            hit = verdicts.get(job.id)
-            if hit is None or hit[0] is not job:
-                hit = verdicts[job.id] = (job, may(job))
-            if hit[1]:
+            if yes.get(job.id) is job:
+                ok = True
+            elif no.get(job.id) is job:
+                ok = False
+            else:  # a new job, or a changed one (a new object): asked afresh
+                ok = may(job)
+                (yes if ok else no)[job.id] = job
+                (no if ok else yes).pop(job.id, None)
+            if ok:
                 ready[job.id] = job
             elif job.priority:
                 parked.add(job.id)
@@ -74,7 +81,9 @@ class IdleQueue:
         if any(map(_HOLDS, plain)) or any(map(_DEPENDS, plain)):
             plain = None
         self._plain = plain
-        cache.loaded = (jobs, dict(queued), dict(ready), set(parked), plain)
+        # (no second copy when every queued job is ready: ``None`` stands for it)
+        cache.loaded = (jobs, dict(queued), None if len(ready) == len(queued) else dict(ready),
+                        set(parked), plain)
 
     @property
     def loaded_ready(self) -> list[Job] | None:

@@ -112,9 +112,12 @@ class Node:
 _NONE: frozenset[str] = frozenset()
 
 
-@dataclass
+@dataclass(slots=True)
 class Job:
-    """A job as Maui sees it: tasks of identical shape, a walltime and credentials."""
+    """A job as Maui sees it: tasks of identical shape, a walltime and credentials.
+
+    Slotted: a scheduler keeps one per queued job (100,000 on a deep queue), and the
+    per-instance dict was a third of its memory per job."""
 
     id: str
     tasks: int = 1

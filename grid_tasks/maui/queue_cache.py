@@ -6,9 +6,11 @@ same jobs again - whether each could ever start, its fixed priority components, 
 columns the ranking scores - cost most of every iteration.  Like Maui's job table,
 a :class:`QueueCache` keeps them between iterations for one resource manager:
 
-* ``verdicts``: :meth:`Scheduler._may_ever_start` per job, valid while the nodes (their
-  shapes and usable states) and the policy are those of ``key``;
-* ``memo``: the ranking's fixed components per job (:class:`~grid_tasks.maui.ranking.Ranking`),
+* ``verdicts``: :meth:`Scheduler._may_ever_start` per job (the jobs that may start
+  in ``verdicts``, the others in ``never``: no tuple per job), valid while the nodes
+  (their shapes and usable states) and the policy are those of ``key``;
+* ``memo``: the ranking's fixed components per job scored one by one (a queue scored
+  column-wise keeps them in ``columns`` only; :class:`~grid_tasks.maui.ranking.Ranking`),
   valid for the policy of ``key``;
 * ``columns``: the ranking's per-job columns for the last list of ranked jobs, reused
   when the same job objects come again in the same order.
@@ -43,7 +45,8 @@ class QueueCache:
 
     key: tuple = ()
     config: Any = None
-    verdicts: dict[str, tuple[Job, bool]] = field(default_factory=dict)
+    verdicts: dict[str, Job] = field(default_factory=dict)  # may start
+    never: dict[str, Job] = field(default_factory=dict)  # may never start
     memo: dict[str, tuple[Job, tuple[float | None, ...]]] = field(default_factory=dict)
     columns: Any = None  # the ranking's (jobs, arrays) of its last vector scoring
     jobs: list[Job] = field(default_factory=list)  # the last queue loaded
@@ -59,7 +62,7 @@ class QueueCache:
         if config is not self.config:
             self.memo, self.columns = {}, None
         if config is not self.config or key != self.key:
-            self.verdicts, self.loaded = {}, None
+            self.verdicts, self.never, self.loaded = {}, {}, None
         self.config, self.key = config, key
 
     def numbering(self, jobs: list[Job], first: int) -> dict[str, int]:
@@ -68,6 +71,7 @@ class QueueCache:
         kept = self.numbered
         if kept is not None and kept[0] is jobs and kept[1] == first:
             return kept[2]
+        self.numbered = None  # (freed before the new one is built: a lower peak)
         seq = dict(zip(map(_ID, jobs), range(first, first + len(jobs))))
         if len(seq) != len(jobs):
             raise SchedulerError("a job is listed twice")
@@ -80,8 +84,9 @@ class QueueCache:
             return
         self.jobs = jobs
         slack = len(jobs) + len(jobs) // 4 + 100  # (not a pass over the queue per change)
-        if len(self.verdicts) <= slack and len(self.memo) <= slack:
+        if len(self.verdicts) + len(self.never) <= slack and len(self.memo) <= slack:
             return
         ids = {j.id for j in jobs}
         self.verdicts = {k: v for k, v in self.verdicts.items() if k in ids}
+        self.never = {k: v for k, v in self.never.items() if k in ids}
         self.memo = {k: v for k, v in self.memo.items() if k in ids}

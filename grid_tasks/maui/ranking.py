@@ -4,7 +4,8 @@ A site's queue can hold thousands of idle jobs and the scheduler ranks all of th
 every iteration.  Two things make that cheap without changing a single score:
 
 * what cannot change while a job waits (credential priorities, size) is weighted
-  once per job and kept in a memo until the job leaves the queue;
+  once per job and kept until the job leaves the queue: in a memo when scored one
+  by one, in the kept columns when scored column-wise;
 * a big queue is scored column-wise with numpy: IEEE-754 addition, multiplication
   and division are correctly rounded in numpy as in Python, and every column is
   summed in :func:`grid_tasks.maui.priority.score`'s order, so each score is the
@@ -14,9 +15,8 @@ every iteration.  Two things make that cheap without changing a single score:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from itertools import repeat
 from operator import attrgetter, itemgetter
-from typing import Any, Iterable, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -198,23 +198,33 @@ class Ranking:
         return cols
 
     def _build(self, jobs: Sequence[Job], now: float) -> "_Columns":
+        """Columns of ``jobs``, the fixed components weighed column-wise and kept only
+        in the columns (not in the per-job memo: with 100,000 jobs its entries cost
+        more memory than the jobs; the same floats, see :meth:`_fixed_column`)."""
         n = len(jobs)
-        self._fill(jobs, now)
-        memo = self.memo
-        fixed = [memo[j.id][1] for j in jobs]
         cols = _Columns(list(jobs), {}, np.fromiter((j.priority for j in jobs), float, n),
                         np.fromiter((j.submit_time for j in jobs), float, n),
                         np.fromiter((j.walltime for j in jobs), float, n),
                         np.fromiter((j.procs for j in jobs), float, n))
-        for k, (_, _, is_fixed) in enumerate(self.terms):
+        for k, (cw, subs, is_fixed) in enumerate(self.terms):
             if is_fixed:
-                cols.fixed[k] = np.fromiter((f[k] for f in fixed), float, n)
+                cols.fixed[k] = self._fixed_column(jobs, now, cw, subs)
         return cols
+
+    def _fixed_column(self, jobs: Sequence[Job], now: float, cw: float,
+                      subs: tuple[tuple[str, RawFn, float], ...]) -> np.ndarray:
+        """One fixed component of every job: :meth:`_fixed`'s sum, in its order
+        (0.0 plus each weighted subcomponent, then the component weight), column-wise."""
+        n = len(jobs)
+        part = np.zeros(n)
+        for _, fn, sw in subs:
+            part = part + sw * np.fromiter((fn(j, now, self.config, self.fs) for j in jobs),
+                                           float, n)
+        return cw * part
 
     def _carry(self, old: "_Columns", jobs: Sequence[Job], now: float) -> "_Columns":
         """Columns of ``jobs`` from ``old`` (matched by job object) and the new jobs'."""
-        pos = dict(zip(map(id, old.jobs), range(len(old.jobs))))
-        src = np.fromiter(map(pos.get, map(id, jobs), repeat(-1)), np.int64, len(jobs))
+        src = _positions(old.jobs, jobs)
         new_at = np.flatnonzero(src < 0)
         fresh = self._build([jobs[i] for i in new_at.tolist()], now)
         take = np.where(src < 0, 0, src)
@@ -238,26 +248,6 @@ class Ranking:
                                 len(fresh.jobs))
             cols.names[sub] = (reps, merge(index, added).astype(np.int64), first)
         return cols
-
-    def _fill(self, jobs: Sequence[Job], now: float) -> None:
-        """Memo entries for the jobs that have none, column-wise (the first ranking of a
-        big queue would otherwise weigh every job's credentials and size one by one)."""
-        memo = self.memo
-        new = [j for j in jobs if (hit := memo.get(j.id)) is None or hit[0] is not j]
-        if not new:
-            return
-        n = len(new)
-        cols: list[Iterable[float | None]] = []
-        for cw, subs, fixed in self.terms:
-            if not fixed:
-                cols.append(repeat(None, n))
-                continue
-            part = np.zeros(n)
-            for _, fn, sw in subs:
-                part = part + sw * np.fromiter((fn(j, now, self.config, self.fs) for j in new), float, n)
-            cols.append((cw * part).tolist())
-        rows = zip(*cols) if cols else repeat((), n)
-        memo.update(zip((j.id for j in new), zip(new, rows)))
 
     def _column(self, sub: str, fn: RawFn, jobs: Sequence[Job], now: float,
                 cols: "_Columns") -> np.ndarray:
@@ -285,6 +275,20 @@ class Ranking:
                                 len(reps))
             return value[index]
         return np.fromiter((fn(j, now, self.config, self.fs) for j in jobs), float, n)
+
+
+def _positions(old: Sequence[Job], new: Sequence[Job]) -> np.ndarray:
+    """For each job of ``new``, the position of that very object in ``old``, else -1
+    (matched by identity, through sorted ``id()`` columns: a dict of 100,000 int keys
+    per change cost time and left memory fragmented)."""
+    if not len(old):
+        return np.full(len(new), -1, dtype=np.int64)
+    olds = np.fromiter(map(id, old), np.uint64, len(old))
+    news = np.fromiter(map(id, new), np.uint64, len(new))
+    sorter = np.argsort(olds, kind="stable")
+    at = np.minimum(np.searchsorted(olds[sorter], news), len(old) - 1)
+    hit = olds[sorter[at]] == news
+    return np.where(hit, sorter[at], -1).astype(np.int64)
 
 
 @dataclass

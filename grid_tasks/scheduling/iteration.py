@@ -41,6 +41,7 @@ from grid_tasks.maui.modules import Observers
 from grid_tasks.schedmods import ModuleContext, scheduler_parts
 from grid_tasks.schedmods.jobchecker import CheckReport, DeferPolicy, JobChecker, release_deferred
 from grid_tasks.scheduling import fences, grid_reservations
+from grid_tasks.scheduling.idle_queue import forgotten_on_error
 from grid_tasks.scheduling.reconcile import reconcile
 from grid_tasks.scheduling.recovery import defer, launch_timeout, node_failure_policy, recover
 from grid_tasks.scheduling.state import (
@@ -83,7 +84,8 @@ def run_iteration(app: Any, rm: str, *, sessions: Any, redis: Any, registry: Any
     at = datetime.fromtimestamp(now, tz=timezone.utc)
     report, outbox = IterationReport(rm), Outbox()
     settings = settings or app_settings(app)
-    with session_scope(sessions) as session:
+    # (a rolled-back iteration may have read the idle queue with its own writes)
+    with forgotten_on_error(rm), session_scope(sessions) as session:
         policy_file = rm_policy_file(session, rm)
         cfg = maui_config(policy_file)
         deferral = DeferPolicy.from_config(cfg)

@@ -6,6 +6,7 @@ queue (:mod:`grid_tasks.scheduling.idle_queue`), which must see a job exactly al
 
 from __future__ import annotations
 
+import sys
 from datetime import datetime
 from typing import Any
 
@@ -26,6 +27,12 @@ def epoch(dt: datetime | None) -> float | None:
     return None if dt is None else utc.epoch(dt)
 
 
+def _name(value: str | None) -> str | None:
+    """A credential name, interned: a deep queue's jobs share a few names, and the
+    driver hands a new string per row (about 50 bytes a job and credential)."""
+    return None if value is None else sys.intern(value)
+
+
 def core_job(row: Any) -> Job:
     """The Maui view of a job (ORM row or :func:`live_jobs` row): tasks of one
     processor, walltime, credentials, memory per task."""
@@ -37,8 +44,8 @@ def core_job(row: Any) -> Job:
         id=str(row.id), tasks=max(1, row.tasks or 1), procs_per_task=1,
         walltime=float(row.walltime or DEFAULT_WALLTIME),
         submit_time=epoch(row.submit_time) or 0.0,
-        user=row.user, group=row.group, account=row.account, job_class=row.job_class,
-        qos=row.qos, mem_per_task=int(memory or 0),
+        user=_name(row.user), group=_name(row.group), account=_name(row.account),
+        job_class=_name(row.job_class), qos=_name(row.qos), mem_per_task=int(memory or 0),
         holds=frozenset(row.holds or ()), early_start=bool(row.early_start),
     )
 

@@ -136,8 +136,8 @@ def test_the_cache_is_reused_when_nothing_changed():
 def _stale_verdict(cache: QueueCache, world: _World) -> None:
     """Spoil the cache as a bug would: mark every ready job as never able to start,
     keyed to the very objects the next scheduler gets."""
-    for job_id, (job, ready) in list(cache.verdicts.items()):
-        cache.verdicts[job_id] = (job, False)
+    cache.never.update(cache.verdicts)
+    cache.verdicts.clear()
 
 
 def _stale_columns(cache: QueueCache, world: _World) -> None:

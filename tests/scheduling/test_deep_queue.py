@@ -9,7 +9,7 @@ import random
 from datetime import datetime, timezone
 
 import pytest
-from sqlalchemy import update
+from sqlalchemy import select, text, update
 
 from grid_tasks import db
 from grid_tasks.db.models import Job as JobRow
@@ -118,4 +118,21 @@ def _spoil_image(sessions) -> None:
 
 def test_a_deliberately_stale_image_is_caught(sessions):
     replay = _replay(sessions, 1, spoil=lambda: _spoil_image(sessions))
+    assert any(fresh != kept for fresh, kept in replay)
+
+
+def _miss_changes(sessions) -> None:
+    """A writer the change counter does not see (as if a trigger were missing), then
+    changes that reorder and shrink the queue."""
+    with db.session_scope(sessions) as s:
+        for name in ("jobs_idle_insert", "jobs_idle_left", "jobs_idle_entered"):
+            s.execute(text(f"DROP TRIGGER {name}"))
+        first = s.scalars(select(JobRow.id).where(JobRow.state == JobState.PENDING)
+                          .order_by(JobRow.id.desc())).first()
+        s.execute(update(JobRow.__table__).where(JobRow.id == first).values(
+            priority=1000, tasks=1, version=JobRow.version + 1))
+
+
+def test_a_change_the_counter_missed_is_caught(sessions):
+    replay = _replay(sessions, 2, spoil=lambda: _miss_changes(sessions))
     assert any(fresh != kept for fresh, kept in replay)

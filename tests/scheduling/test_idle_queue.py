@@ -6,9 +6,11 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
+from sqlalchemy import update
 from sqlalchemy.engine import make_url
 
 from grid_tasks import db
+from grid_tasks.db.models import Job as JobRow
 from grid_tasks.embedded.stack import prepare_database
 from grid_tasks.gram.records import Outbox
 from grid_tasks.gram.submission import insert_job
@@ -76,3 +78,68 @@ def test_a_database_made_anew_under_the_same_url_is_not_mistaken(settings, sessi
     assert _submit(again, count=1, user="new") == first  # the same id and version
     kept, fresh = _queues(again)
     assert kept == fresh and [(j.id, j.user, j.tasks) for j in kept] == [(str(first), "new", 1)]
+
+
+def test_an_unchanged_queue_reads_no_row(sessions, monkeypatch):
+    """The RM's change counter stands for the rows: while it is the one the image was
+    read with, not even ``(id, version)`` is read; a change reads them again."""
+    ids = [_submit(sessions) for _ in range(3)]
+    kept, _ = _queues(sessions)
+    reads = []
+    real = idle_queue._flat  # noqa: SLF001 - counting the per-row reads
+    monkeypatch.setattr(idle_queue, "_flat", lambda *a: reads.append(a[1]) or real(*a))
+    assert _queues(sessions)[0] is kept and reads == []
+    with db.session_scope(sessions) as s:
+        db.repository.get_job(s, ids[1]).priority = 4
+    kept, fresh = _queues(sessions)
+    assert kept == fresh and kept[0].id == str(ids[1]) and reads
+
+
+def test_a_rolled_back_read_is_forgotten(sessions):
+    """A transaction that wrote an idle job (counted at once on SQLite) and read the
+    queue, then rolled back: its image must not be taken for the same count later."""
+    first, second = _submit(sessions, user="kept"), _submit(sessions, user="kept")
+    _queues(sessions)
+    with pytest.raises(RuntimeError), idle_queue.forgotten_on_error("rmA"):
+        with db.session_scope(sessions) as s:
+            db.repository.get_job(s, first).user = "never"  # rolled back below
+            s.flush()
+            assert idle_queue.idle_core_jobs(s, "rmA")[0].user == "never"
+            raise RuntimeError("the iteration failed")
+    with db.session_scope(sessions) as s:  # one change: the count the lost image had
+        s.execute(update(JobRow.__table__).where(JobRow.id == second).values(
+            user_name="other", version=JobRow.version + 1))
+    kept, fresh = _queues(sessions)
+    assert kept == fresh and [j.user for j in kept] == ["kept", "other"]
+
+
+def test_a_changed_queue_is_ordered_in_memory_as_sql_orders_it(sessions, monkeypatch):
+    """New and changed rows are merged into the kept order (priority, submission, id)
+    without the ordered read, and the result is the ordered read's."""
+    ids = [_submit(sessions, count=1 + i % 2) for i in range(12)]
+    _queues(sessions)
+    ordered = []
+    real = idle_queue._flat  # noqa: SLF001 - which reads are made
+    monkeypatch.setattr(idle_queue, "_flat", lambda s, stmt, rm: ordered.append(
+        stmt is idle_queue._QUEUE) or real(s, stmt, rm))  # noqa: SLF001
+    for step, (job, prio) in enumerate([(ids[5], 3), (ids[0], -1), (ids[9], 3), (ids[2], 0)]):
+        with db.session_scope(sessions) as s:
+            s.execute(update(JobRow.__table__).where(JobRow.id == job).values(
+                priority=prio, version=JobRow.version + 1))
+            if step == 2:
+                db.record_transition(s, ids[7], JobState.FAILED, "cancelled by user",
+                                     datetime.now(timezone.utc))
+        if step == 1:
+            _submit(sessions)
+        with db.session_scope(sessions) as s:
+            merged = idle_queue.read_queue(s, "rmA").rows
+            assert merged == real(s, idle_queue._QUEUE, "rmA"), f"step {step}"  # noqa: SLF001
+            idle_queue.idle_core_jobs(s, "rmA", idle_queue.read_queue(s, "rmA"))
+    assert not any(ordered)  # every order above was merged, none read ordered
+
+
+def test_jobs_entering_an_empty_kept_queue(sessions):
+    assert _queues(sessions) == ([], [])  # an image of the empty queue
+    ids = [_submit(sessions) for _ in range(2)]
+    kept, fresh = _queues(sessions)
+    assert kept == fresh and [j.id for j in kept] == [str(i) for i in ids]

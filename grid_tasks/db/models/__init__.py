@@ -4,6 +4,7 @@ from .accounting import AccountingRecord
 from .base import NAMING_CONVENTION, Base, EnumText, UTCDateTime
 from .fences import Fence
 from .jobs import BarrierState, CoallocatedJob, Job, JobStateHistory, Subjob
+from .queue_changes import IdleQueueChanges
 from .reservations import ACL_KEYS, Reservation, ReservationKind
 from .resources import Node, ResourceManager
 
@@ -15,6 +16,7 @@ __all__ = [
     "CoallocatedJob",
     "EnumText",
     "Fence",
+    "IdleQueueChanges",
     "Job",
     "JobStateHistory",
     "NAMING_CONVENTION",

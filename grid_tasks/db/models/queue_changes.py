@@ -1,0 +1,28 @@
+"""Per-RM change counters of the idle queue, kept by the database itself.
+
+A scheduler keeps the last idle queue it read (``scheduling/idle_queue.py``) and must
+know, cheaply and exactly, whether any row entered, left or changed in that queue
+since.  Job rows have many writers (gatekeepers, iterations, followers, cancels,
+operator commands; ORM and Core), so the counter is not left to them: triggers on
+``jobs`` (migration 0004) add one for every insert, update or delete of a row that is
+or was an idle job of the RM, in the writer's own transaction.  SQLite fires them at
+once (its writers are serialised); PostgreSQL at commit (a deferred constraint
+trigger), so the counter row is locked only while committing and two writers of one
+RM never wait for each other's job rows while holding it.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import BigInteger, String
+from sqlalchemy.orm import Mapped, mapped_column
+
+from .base import Base
+
+
+class IdleQueueChanges(Base):
+    """How many times ``rm``'s idle queue changed (written only by the triggers)."""
+
+    __tablename__ = "idle_queue_changes"
+
+    rm: Mapped[str] = mapped_column(String(64), primary_key=True)
+    changes: Mapped[int] = mapped_column(BigInteger, nullable=False, default=0)

@@ -1,0 +1,78 @@
+"""The idle queue's change counter (migration 0004): every writer's change of a row that
+is or was an idle job counts once for its RM, in the writer's transaction; other writes
+do not count.  On SQLite and, when GRID_TASKS_TEST_POSTGRES_URL is set, PostgreSQL
+(where the count happens at commit)."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+import pytest
+from sqlalchemy import delete, insert, select, text, update
+
+from grid_tasks.db import get_engine
+from grid_tasks.db.models import IdleQueueChanges, ResourceManager
+from grid_tasks.db.models import Job as JobRow
+from grid_tasks.db.testing import postgres_test_url, temporary_database
+from grid_tasks.states import JobState, MauiJobState
+
+BACKENDS = ["sqlite", pytest.param("postgresql", marks=pytest.mark.skipif(
+    postgres_test_url() is None, reason="GRID_TASKS_TEST_POSTGRES_URL is not set"))]
+
+
+@pytest.fixture(params=BACKENDS)
+def engine(request):
+    with temporary_database(postgres_test_url() if request.param == "postgresql" else None,
+                            prefix="gt_qchanges") as url:
+        engine = get_engine(url)
+        with engine.begin() as conn:
+            conn.execute(insert(ResourceManager.__table__),
+                         [{"name": rm, "attributes": {}} for rm in ("rmA", "rmB")])
+        yield engine
+
+
+def _counts(engine) -> dict[str, int]:
+    with engine.connect() as conn:
+        return dict(conn.execute(select(IdleQueueChanges.rm, IdleQueueChanges.changes)).all())
+
+
+def _job(rm: str, **values) -> dict:
+    return {"rm": rm, "state": JobState.PENDING, "maui_state": MauiJobState.IDLE, "tasks": 1,
+            "procs": 1, "version": 1, "request": {}, "holds": [], "dependencies": [],
+            "nodes_allocated": {}, "priority": 0, "early_start": True,
+            "submit_time": datetime.now(timezone.utc), **values}
+
+
+def _write(engine, stmt, params=None) -> None:
+    with engine.begin() as conn:
+        conn.execute(stmt, params) if params is not None else conn.execute(stmt)
+
+
+def test_each_change_of_an_idle_row_counts_once_for_its_rm(engine):
+    jobs = JobRow.__table__
+    _write(engine, insert(jobs), [_job("rmA"), _job("rmA"), _job("rmB"),
+                                  _job("rmA", state=JobState.DONE,
+                                       maui_state=MauiJobState.COMPLETED)])
+    assert _counts(engine) == {"rmA": 2, "rmB": 1}  # the DONE job is not in a queue
+    with engine.connect() as conn:
+        ids = list(conn.scalars(select(jobs.c.id).order_by(jobs.c.id)))
+    _write(engine, update(jobs).where(jobs.c.id == ids[0]).values(priority=5))  # stays idle
+    _write(engine, update(jobs).where(jobs.c.id == ids[1]).values(  # leaves the queue
+        maui_state=MauiJobState.STARTING, version=jobs.c.version + 1))
+    _write(engine, update(jobs).where(jobs.c.id == ids[3]).values(walltime=9))  # not idle
+    assert _counts(engine) == {"rmA": 4, "rmB": 1}
+    _write(engine, update(jobs).where(jobs.c.id == ids[1]).values(  # back to Idle
+        maui_state=MauiJobState.IDLE))
+    _write(engine, update(jobs).where(jobs.c.id == ids[2]).values(rm="rmA"))  # moves RM
+    _write(engine, delete(jobs).where(jobs.c.id == ids[0]))
+    assert _counts(engine) == {"rmA": 7, "rmB": 2}
+
+
+def test_a_rolled_back_change_does_not_count(engine):
+    with engine.connect() as conn:
+        conn.execute(insert(JobRow.__table__), [_job("rmA")])
+        conn.rollback()
+    assert _counts(engine) == {}
+    with engine.begin() as conn:
+        conn.execute(text("SELECT 1"))
+    assert _counts(engine) == {}
