@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 from rich.console import Group
 
-from grid_tasks.cli.jobs import emit, json_option, ops_shell, rm_option
+from grid_tasks.cli.opsbase import emit, json_option, ops_shell, rm_option
 from grid_tasks.ops import parse_duration, show_backfill, show_start
 from grid_tasks.ops.common import scheduled_rms
 from grid_tasks.ops.gridcli import showstart_grid
