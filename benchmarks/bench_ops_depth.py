@@ -49,6 +49,7 @@ from grid_tasks.db import Job, dispose_engines, get_engine, migrate, session_fac
 from grid_tasks.db import sync_topology  # noqa: E402
 from grid_tasks.embedded.redis_server import RedisServer  # noqa: E402
 from grid_tasks.node.registry import NodeRegistry  # noqa: E402
+from grid_tasks.ops.plan_digest import MAGIC, PlanDigest  # noqa: E402
 from grid_tasks.states import JobState, MauiJobState  # noqa: E402
 from grid_tasks.topology import load_topology  # noqa: E402
 
@@ -125,8 +126,11 @@ def forget_plans(client: redis.Redis) -> None:
 
 
 def plan_made(client: redis.Redis) -> list[float]:
-    """When the kept plans were made (a warm run that reused one leaves it unchanged)."""
-    return sorted(json.loads(client.get(k))["made"] for k in client.scan_iter(PLAN_KEYS))
+    """When the kept plans were made (a warm run that reused one leaves it unchanged);
+    packed digests (this tree) or JSON ones (a peer from before they were packed)."""
+    raws = [client.get(k) for k in client.scan_iter(PLAN_KEYS)]
+    return sorted(PlanDigest.from_bytes(r).made if r.startswith(MAGIC) else json.loads(r)["made"]
+                  for r in raws if r is not None)
 
 
 def commands(tree: Path, env: dict[str, str], client: redis.Redis, job: int,

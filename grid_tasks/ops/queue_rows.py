@@ -22,8 +22,7 @@ from sqlalchemy.orm import Session
 from sqlalchemy.sql.elements import ColumnElement
 
 from grid_tasks.db import Job as JobRow, Node as NodeRow
-from grid_tasks.scheduling.job_rows import IDLE_MAUI_STATES
-from grid_tasks.states import JobState, MauiJobState
+from grid_tasks.states import IDLE_MAUI_STATES, JobState, MauiJobState
 
 from .common import ACTIVE_GRAM, BLOCKED_MAUI
 
