@@ -73,7 +73,9 @@ def _plain_section(title: str, rows: list[QueueRow], active: bool) -> Text:
         return "  ".join(v.rjust(w) if i in right else v.ljust(w)
                          for i, (v, w) in enumerate(zip(values, widths))).rstrip()
 
-    text = Text(title + "\n", style="bold")
+    # never wrapped nor cropped: measuring 100,000 lines for wrapping cost rich most of
+    # showq --all's time, and the lines are as long as their content anyway
+    text = Text(title + "\n", style="bold", no_wrap=True, overflow="ignore")
     text.append("\n".join([line(header)] + [line(c) for c in cells]))
     return text
 
