@@ -8,6 +8,7 @@ RSL parser (start-up time; see :mod:`grid_tasks.cli.opsbase`).
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import click
 
@@ -53,6 +54,23 @@ def showq(rm: str | None, show_all: bool, limit: int, page: int, as_json: bool) 
                             limit=limit if paged else None, page=page if paged else 1,
                             ranking=lambda name: plans.ranking(session, name, now))
     if as_json:
-        click.echo(json.dumps(queue.to_dict(), indent=2))
+        click.echo(json_document(queue.to_dict()))
         return
     wide_console(minimum=120).print(queue_view(queue))
+
+
+def json_document(data: dict[str, Any]) -> str:
+    """``data`` as indented JSON with one list item (one job) per line.
+
+    ``json.dumps(..., indent=2)`` runs Python's own encoder (only unindented JSON gets
+    the C one): at 100,000 jobs that took most of ``showq --json``'s time.  Each item
+    here is encoded by the C encoder and the lists laid out around them."""
+    parts = []
+    for key, value in data.items():
+        if isinstance(value, list) and value:
+            body = ",\n".join("    " + json.dumps(item) for item in value)
+            text = f"[\n{body}\n  ]"
+        else:
+            text = json.dumps(value, indent=2).replace("\n", "\n  ")
+        parts.append(f"  {json.dumps(key)}: {text}")
+    return "{\n" + ",\n".join(parts) + "\n}" if parts else "{}"

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from sqlalchemy import insert
 
+from grid_tasks.cli.showq import json_document
 from grid_tasks.db import Job, get_engine, migrate, session_factory, sync_topology
 from grid_tasks.db.schema import REVISIONS, stored_revision
 from grid_tasks.states import JobState, MauiJobState
@@ -68,3 +69,13 @@ def test_showq_refuses_a_schema_behind_the_head_and_does_not_migrate(settings, g
                        "`grid-tasks db upgrade` (or any command that writes), then ask again")
     assert "alembic" not in loaded
     assert stored_revision(get_engine(settings.database_url)) == REVISIONS[-2]
+
+
+def test_json_document_is_the_same_json_one_job_per_line():
+    data = {"rm": "a", "now": None, "active": [], "summary": {"n": 2, "by": {"u": 1}},
+            "idle": [{"job_id": 1, "holds": ["user"]}, {"job_id": 2, "user": "é"}]}
+    text = json_document(data)
+    assert json.loads(text) == data
+    assert [line.strip() for line in text.splitlines() if "job_id" in line] == [
+        '{"job_id": 1, "holds": ["user"]},', '{"job_id": 2, "user": "\\u00e9"}']
+    assert json_document({}) == "{}"
