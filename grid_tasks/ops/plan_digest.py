@@ -7,7 +7,7 @@ import json
 import struct
 import sys
 from array import array
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 #: First bytes of a packed digest (a layout change bumps it; an old entry is a miss).
 MAGIC = b"GTPD1"
@@ -51,7 +51,7 @@ class PlanDigest:
         ranking in showq's order as three little-endian arrays (ids, priorities,
         submission times)."""
         ranked = sorted(self.ranking.items(), key=lambda kv: (-kv[1][0], kv[1][1], kv[0]))
-        head = json.loads(self.to_json()) | {"ranking": len(ranked)}
+        head = json.loads(replace(self, ranking={}).to_json()) | {"ranking": len(ranked)}
         meta = json.dumps(head, separators=(",", ":")).encode()
         cols = (array("q", [k for k, _ in ranked]), array("d", [p for _, (p, _s) in ranked]),
                 array("d", [s for _, (_p, s) in ranked]))
