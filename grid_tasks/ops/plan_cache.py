@@ -64,8 +64,10 @@ log = logging.getLogger(__name__)
 MAX_AGE = 60.0
 #: Environment variable overriding MAX_AGE for the operator commands.
 MAX_AGE_ENV = "GRID_TASKS_OPS_PLAN_MAX_AGE"
-#: Redis key of an RM's digest: per database (by a hash of its URL) and RM.
-KEY = "grid_tasks:ops:plan:{db}:{rm}"
+#: Redis key of an RM's digest: per database (by a hash of its URL) and RM; "packed"
+#: names the layout (:meth:`PlanDigest.to_bytes`), so that an older grid_tasks, which
+#: keeps JSON under the key without it, and this one do not evict each other's plans.
+KEY = "grid_tasks:ops:plan:packed:{db}:{rm}"
 
 
 # Built once: the aggregates every showq/showstart reads to tell a fresh digest.
