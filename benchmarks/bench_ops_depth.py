@@ -15,8 +15,12 @@ time of the command (user + system: less disturbed by a busy machine).  "warm" r
 right after "cold" and must reuse its kept plan (GRID_TASKS_OPS_PLAN_MAX_AGE is raised
 to MAX_AGE so a slow machine does not age it out; a miss stops the run).
 
+First, start-up alone: ``grid-tasks --help``, ``showq --help`` and ``showstart --help``
+(no database), best of ``--startup-repeat`` runs, this tree against the peer.
+
     .venv/bin/python benchmarks/bench_ops_depth.py [--sizes 10000,50000,100000]
         [--backends sqlite,postgresql] [--peer-tree DIR --peer-sizes 10000] [--repeat 1]
+        [--startup-repeat 3]
 
 :func:`measure_depth` returns the figures for ``benchmarks/bench_scale.py``.
 """
@@ -49,6 +53,7 @@ from grid_tasks.db import Job, dispose_engines, get_engine, migrate, session_fac
 from grid_tasks.db import sync_topology  # noqa: E402
 from grid_tasks.embedded.redis_server import RedisServer  # noqa: E402
 from grid_tasks.node.registry import NodeRegistry  # noqa: E402
+from grid_tasks.ops.plan_digest import MAGIC, PlanDigest  # noqa: E402
 from grid_tasks.states import JobState, MauiJobState  # noqa: E402
 from grid_tasks.topology import load_topology  # noqa: E402
 
@@ -125,8 +130,11 @@ def forget_plans(client: redis.Redis) -> None:
 
 
 def plan_made(client: redis.Redis) -> list[float]:
-    """When the kept plans were made (a warm run that reused one leaves it unchanged)."""
-    return sorted(json.loads(client.get(k))["made"] for k in client.scan_iter(PLAN_KEYS))
+    """When the kept plans were made (a warm run that reused one leaves it unchanged);
+    packed digests (this tree) or JSON ones (a peer from before they were packed)."""
+    raws = [client.get(k) for k in client.scan_iter(PLAN_KEYS)]
+    return sorted(PlanDigest.from_bytes(r).made if r.startswith(MAGIC) else json.loads(r)["made"]
+                  for r in raws if r is not None)
 
 
 def commands(tree: Path, env: dict[str, str], client: redis.Redis, job: int,
@@ -216,6 +224,33 @@ def _one_backend(backend: str, url: str, server: RedisServer, folder: Path, size
     return rows
 
 
+STARTUP = (("--help",), ("showq", "--help"), ("showstart", "--help"))
+
+
+def measure_startup(peer_tree: Path | None, repeat: int) -> list[tuple[str, tuple, tuple]]:
+    """(command, (wall, cpu) new, (wall, cpu) peer or ()) of each STARTUP command, the
+    best of ``repeat`` runs each, new and peer alternating."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GRID_TASKS_")}
+    out = []
+    for args in STARTUP:
+        best: dict[str, tuple[float, float]] = {}
+        for _ in range(repeat):
+            for code, tree in [("new", ROOT)] + ([("peer", peer_tree)] if peer_tree else []):
+                got = run_cli(tree, env, *args)
+                if code not in best or got[1] < best[code][1]:
+                    best[code] = got
+        out.append((" ".join(args), best["new"], best.get("peer", ())))
+    return out
+
+
+def report_startup(rows: list[tuple[str, tuple, tuple]]) -> None:
+    print("start-up (no database)  new wall (cpu)    peer wall (cpu)    new/peer cpu")
+    for name, new, peer in rows:
+        peer_txt = f"{peer[0]:6.2f} ({peer[1]:5.2f})" if peer else " " * 14
+        ratio = f"x{new[1] / peer[1]:.3f}" if peer else ""
+        print(f"  {name:20s} {new[0]:6.2f} ({new[1]:5.2f})    {peer_txt}    {ratio}")
+
+
 def report(rows: list[dict[str, Any]]) -> None:
     """The table: per backend, command and size, new vs peer and growth."""
     print("\nbackend     size     command             new wall (cpu)      peer wall (cpu)"
@@ -248,7 +283,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--peer-tree", type=Path, default=None,
                         help="a checkout of the code before issue 25 (no peer without it)")
     parser.add_argument("--repeat", type=int, default=1)
+    parser.add_argument("--startup-repeat", type=int, default=3,
+                        help="runs of each --help start-up command (0: skip them)")
     args = parser.parse_args(argv)
+    if args.startup_repeat > 0:
+        report_startup(measure_startup(args.peer_tree, args.startup_repeat))
     ints = lambda text: [int(x) for x in text.split(",") if x.strip()]  # noqa: E731
     rows = measure_depth(ints(args.sizes), args.backends.split(","), ints(args.peer_sizes),
                          args.peer_tree, args.repeat)

@@ -49,6 +49,11 @@ class MauiJobState(str, Enum):
     REMOVED = "Removed"
 
 
+#: Maui states of a PENDING job that waits in the idle queue.  Deferred jobs do not:
+#: they wait out DEFERTIME first (released by the job checker or the iteration).
+IDLE_MAUI_STATES = (MauiJobState.IDLE,)
+
+
 class NodeState(str, Enum):
     """Maui's node states; UNKNOWN is what a node whose heartbeat expired shows."""
 
@@ -58,6 +63,11 @@ class NodeState(str, Enum):
     DRAINED = "Drained"
     DOWN = "Down"
     UNKNOWN = "Unknown"
+
+
+#: node states on which new work may be placed (the Maui core's rule; here so that
+#: what only compares states, e.g. the operator commands' plan digest, need not load it)
+USABLE_STATES = frozenset({NodeState.IDLE, NodeState.BUSY, NodeState.RUNNING})
 
 
 class SubjobStartType(str, Enum):

@@ -43,6 +43,12 @@ TASK_LAYER = 10
 #: keeps a light process light, or reaches what only some installs have.
 LOCAL_IMPORTS_ALLOWED: dict[tuple[str, str], str] = {
     ("grid_tasks", "grid_tasks.client"): "the root's public API, made on first use (PEP 562)",
+    ("grid_tasks.db", "grid_tasks.db.migrations"): "Alembic only in processes that migrate "
+                                                   "(an operator command checks the revision)",
+    ("grid_tasks.cli.planning", "grid_tasks.ops.gridcli"): "showstart JOB starts without the "
+                                                           "broker and Celery (start-up time)",
+    ("grid_tasks.ops.plan_cache", "grid_tasks.ops.plan_replay"): "showq from a kept plan "
+                                                                 "never loads the Maui core",
     ("grid_tasks.services", "grid_tasks.db"): "SQLAlchemy only in processes that use the "
                                               "database (an application never does)",
     ("grid_tasks.gram.errors", "grid_tasks.rsl"): "node daemons never load the RSL parser",

@@ -78,7 +78,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "Print the captured stdout (or --stderr) of JOB, an id or GRAM contact.",
     ),
     "showq": (
-        "grid_tasks.cli.jobs:showq",
+        "grid_tasks.cli.showq:showq",
         "Show the queue as Maui does: ACTIVE, IDLE and BLOCKED jobs.",
     ),
     "checkjob": (

@@ -1,4 +1,5 @@
-"""Maui's job and node commands: ``showq``, ``checkjob``, ``canceljob``, ``checknode``.
+"""Maui's job and node commands: ``checkjob``, ``canceljob``, ``checknode``
+(``showq`` is in :mod:`grid_tasks.cli.showq`).
 
 The logic lives in :mod:`grid_tasks.ops`; this module only resolves the grid's
 settings (GRID_TASKS_* variables, else a running ``grid-tasks up``), opens the
@@ -8,92 +9,18 @@ database and prints rich tables or, with ``--json``, JSON for scripts.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from contextlib import contextmanager
-from typing import Any
 
 import click
 
-from grid_tasks.cli.console import wide_console
-from grid_tasks.cli.nodes import resolve_settings
+from grid_tasks.cli.opsbase import emit, json_option, ops_shell, rm_option
 from grid_tasks.errors import StorageUnavailable
-from grid_tasks.ops import build_queue, cancel_jobs, check_job, check_node, resolve_job
+from grid_tasks.ops import cancel_jobs, check_job, check_node, resolve_job
 from grid_tasks.ops.common import Section, finished_ids, section_of
 from grid_tasks.ops.jobs import ACCEPTED, CANCEL_SETTLE_S, cancel_unchecked, check_coalloc, is_coalloc_ref
 from grid_tasks.ops.nodes import find_node
 from grid_tasks.ops.plan import load_plan
 from grid_tasks.ops.queue import barrier_entries
-from grid_tasks.ops.render import coalloc_view, job_view, node_view, queue_view
-from grid_tasks.ops.shell import OpsShell
-
-JSON_HELP = "Print JSON for scripts instead of tables."
-
-
-@contextmanager
-def ops_shell() -> Iterator[OpsShell]:
-    """The connections of one operator command, closed afterwards."""
-    shell = OpsShell(resolve_settings(None))
-    try:
-        yield shell
-    finally:
-        shell.close()
-
-
-def emit(data: Any, as_json: bool, renderable: Any) -> None:
-    """``--json``: JSON on stdout; else the rich renderable, as wide as needed."""
-    if as_json:
-        click.echo(json.dumps(data, indent=2))
-    else:
-        wide_console(minimum=120).print(renderable)
-
-
-def rm_option(help_text: str = "Resource manager (cluster) to look at; default all.") -> Any:
-    return click.option("-r", "--rm", "rm", metavar="RM", help=help_text)
-
-
-json_option = click.option("--json", "as_json", is_flag=True, help=JSON_HELP)
-
-
-#: Rows of each showq section in one page of the table (``--limit``).
-PAGE_ROWS = 50
-
-
-@click.command()
-@rm_option()
-@click.option("--all", "show_all", is_flag=True,
-              help="List every job of every section (a deep queue prints long).")
-@click.option("--limit", type=click.IntRange(1), default=PAGE_ROWS, show_default=True,
-              metavar="N", help="Rows of each section in one page of the table.")
-@click.option("--page", type=click.IntRange(1), default=1, show_default=True, metavar="P",
-              help="Which page of each section to list (1 is the first).")
-@json_option
-def showq(rm: str | None, show_all: bool, limit: int, page: int, as_json: bool) -> None:
-    """Show the queue as Maui does: ACTIVE, IDLE and BLOCKED jobs.
-
-    Active jobs (running) are listed by remaining walltime, idle jobs by priority
-    then submission, blocked jobs (held, deferred, waiting on a dependency) by
-    submission; the summary counts every job, processors and nodes in use.  The
-    table lists the first page of each section (--limit rows; --page for the next,
-    --all for every row); --json always carries every job.  Priorities come from
-    the RM's last plan while it is fresh (at most 60 s old and nothing changed).
-
-    \b
-    Examples:
-      grid-tasks showq
-      grid-tasks showq -r rmA --page 2
-      grid-tasks showq --all | grep Hold
-      grid-tasks showq -r rmA --json | jq '.summary'
-    """
-    paged = not (as_json or show_all)
-    with ops_shell() as shell, shell.session() as session:
-        plans, now = shell.plans(), shell.now()
-        queue = build_queue(session, rm, now, barrier_entries(shell.settings),
-                            limit=limit if paged else None, page=page if paged else 1,
-                            ranking=lambda name: plans.ranking(session, name, now))
-    if as_json:
-        click.echo(json.dumps(queue.to_dict(), indent=2))
-        return
-    wide_console(minimum=120).print(queue_view(queue))
+from grid_tasks.ops.render import coalloc_view, job_view, node_view
 
 
 @click.command()

@@ -1,14 +1,18 @@
-"""Maui's planning commands: ``showstart`` (earliest start) and ``showbf`` (free windows)."""
+"""Maui's planning commands: ``showstart`` (earliest start) and ``showbf`` (free windows).
+
+A request asked of the whole grid goes through the broker (:mod:`grid_tasks.ops.gridcli`),
+which loads Celery: that module is imported only for such a request, so ``showstart JOB``
+starts without it (start-up time).
+"""
 
 from __future__ import annotations
 
 import click
 from rich.console import Group
 
-from grid_tasks.cli.jobs import emit, json_option, ops_shell, rm_option
+from grid_tasks.cli.opsbase import emit, json_option, ops_shell, rm_option
 from grid_tasks.ops import parse_duration, show_backfill, show_start
 from grid_tasks.ops.common import scheduled_rms
-from grid_tasks.ops.gridcli import showstart_grid
 from grid_tasks.ops.planning import request_kind
 from grid_tasks.ops.render import backfill_view, start_view
 from grid_tasks.scheduling.rm_kinds import topology_of
@@ -41,6 +45,8 @@ def showstart(request: str, rm: str | None, alternatives: int, as_json: bool) ->
     tasks); a multi-request gets the broker's candidate common starts.
     """
     if rm is None and request_kind(request) != "job":
+        from grid_tasks.ops.gridcli import showstart_grid  # the broker, Celery: only here
+
         with ops_shell() as shell:
             data, view = showstart_grid(shell, request, alternatives)
         emit(data, as_json, view)

@@ -10,7 +10,7 @@ from typing import Any
 import click
 from sqlalchemy.orm import Session
 
-from grid_tasks.cli.jobs import emit, json_option, ops_shell, rm_option
+from grid_tasks.cli.opsbase import emit, json_option, ops_shell, rm_option
 from grid_tasks.db import repository
 from grid_tasks.gram.door import ask
 from grid_tasks.ops import (

@@ -9,7 +9,7 @@ from typing import Any
 import click
 from rich.console import Group
 
-from grid_tasks.cli.jobs import emit, json_option, ops_shell, rm_option
+from grid_tasks.cli.opsbase import emit, json_option, ops_shell, rm_option
 from grid_tasks.legion.tokens import TokenStore
 from grid_tasks.ops import OpsError, diagnose_jobs, diagnose_priority, parse_time, show_stats
 from grid_tasks.ops.common import scheduled_rms

@@ -17,7 +17,14 @@ loser gets :class:`ConcurrentUpdateError` and should reload and decide again.
 ``repository.get_job(..., for_update=True)`` adds a row lock on PostgreSQL for
 callers that prefer to wait.  Domain times (``at``, ``when``) are always
 arguments; the SQL layer reads the clock only for created/updated bookkeeping.
+
+The migration functions (:mod:`grid_tasks.db.migrations`: ``migrate``,
+``current_revision``, ...) are loaded on first use (PEP 562): Alembic costs an operator
+command a fifth of a second to import, and commands that only read never migrate (they
+check the revision with :func:`grid_tasks.db.schema.require_head`).
 """
+
+from typing import Any
 
 from . import repository
 from .engine import default_url, dispose_engines, get_engine, make_engine, mask_url
@@ -29,7 +36,6 @@ from .errors import (
     MigrationError,
     RecordError,
 )
-from .migrations import current_revision, downgrade, head_revision, migrate, schema_drift
 from .models import (
     ACL_KEYS,
     AccountingRecord,
@@ -45,7 +51,20 @@ from .models import (
     Subjob,
 )
 from .nodes import RESOURCE_KEYS, SyncReport, get_node, record_node_seen, sync_topology
+from .schema import HEAD_REVISION, require_head
 from .transitions import check_transition, record_transition
+
+#: Names of :mod:`grid_tasks.db.migrations` this package hands out on first use.
+_MIGRATIONS = ("current_revision", "downgrade", "head_revision", "migrate", "schema_drift")
+
+
+def __getattr__(name: str) -> Any:
+    """``migrate`` and its siblings, importing Alembic only when one is asked for."""
+    if name in _MIGRATIONS:
+        from . import migrations  # Alembic: only in processes that migrate
+
+        return getattr(migrations, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 __all__ = [
     "ACL_KEYS",
@@ -55,6 +74,7 @@ __all__ = [
     "CoallocatedJob",
     "ConcurrentUpdateError",
     "DatabaseError",
+    "HEAD_REVISION",
     "InvalidTransitionError",
     "Job",
     "JobStateHistory",
@@ -81,6 +101,7 @@ __all__ = [
     "record_node_seen",
     "record_transition",
     "repository",
+    "require_head",
     "schema_drift",
     "session_factory",
     "session_scope",

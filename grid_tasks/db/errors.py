@@ -26,3 +26,16 @@ class RecordError(DatabaseError):
 
 class MigrationError(DatabaseError):
     """The schema could not be brought to, or is not at, the expected revision."""
+
+
+class SchemaBehindError(MigrationError):
+    """The database's schema is older than this grid_tasks (or was never created).
+
+    Read-only commands do not migrate: the operator runs ``grid-tasks db upgrade``
+    (or any command that writes) and asks again.
+    """
+
+
+class SchemaAheadError(MigrationError):
+    """The database's schema revision is one this grid_tasks does not know: a newer
+    version of grid_tasks migrated it."""

@@ -12,12 +12,9 @@ from enum import Enum
 from typing import Mapping
 
 from grid_tasks.errors import GridTasksError
-from grid_tasks.states import NodeState
+from grid_tasks.states import USABLE_STATES, NodeState  # noqa: F401 - USABLE_STATES re-exported
 
 INFINITY = math.inf
-
-#: node states on which new work may be placed
-USABLE_STATES = frozenset({NodeState.IDLE, NodeState.BUSY, NodeState.RUNNING})
 
 
 class SchedulerError(GridTasksError):

@@ -16,27 +16,41 @@ returns dataclasses with ``to_dict()`` for ``--json``; the CLI modules
 
 The planning functions load the RM's Maui core through
 ``grid_tasks.scheduling.state.load_scheduler`` (see :mod:`grid_tasks.ops.plan`).
+
+The names below are loaded from their modules on first use (PEP 562): each operator
+command is a new process, and importing every module here (the Maui core, the RSL
+parser, the broker) cost ``showq`` most of its start-up.  Import a module of this
+package and only it and what it needs is loaded.
 """
 
-from .common import Section, resolve_job
-from .diagnose import diagnose_jobs, diagnose_priority
-from .jobs import JobFinishedError, cancel_jobs, check_job
-from .nodes import check_node
-from .planning import show_backfill, show_start
-from .queue import build_queue
-from .reservations import (
-    ReservationError, parse_resources, release_reservations, reservation_rms, set_reservation,
-    show_reservations,
-)
-from .stats import show_stats
-from .timefmt import OpsError, TimeFormatError, format_duration, parse_duration, parse_time
-from .why import Reason, explain
+from importlib import import_module
+from typing import Any
 
-__all__ = [
-    "JobFinishedError", "OpsError", "Reason", "ReservationError", "Section", "TimeFormatError",
-    "build_queue", "cancel_jobs", "check_job", "check_node", "diagnose_jobs",
-    "diagnose_priority", "explain", "format_duration", "parse_duration", "parse_resources",
-    "parse_time", "release_reservations", "reservation_rms", "resolve_job", "set_reservation",
-    "show_backfill",
-    "show_reservations", "show_start", "show_stats",
-]
+#: public name -> the module of this package that defines it
+_EXPORTS: dict[str, str] = {
+    "Section": "common", "resolve_job": "common",
+    "diagnose_jobs": "diagnose", "diagnose_priority": "diagnose",
+    "JobFinishedError": "jobs", "cancel_jobs": "jobs", "check_job": "jobs",
+    "check_node": "nodes",
+    "show_backfill": "planning", "show_start": "planning",
+    "build_queue": "queue",
+    "ReservationError": "reservations", "parse_resources": "reservations",
+    "release_reservations": "reservations", "reservation_rms": "reservations",
+    "set_reservation": "reservations", "show_reservations": "reservations",
+    "show_stats": "stats",
+    "OpsError": "timefmt", "TimeFormatError": "timefmt", "format_duration": "timefmt",
+    "parse_duration": "timefmt", "parse_time": "timefmt",
+    "Reason": "why", "explain": "why",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    """A public name of the package, importing only the module that defines it."""
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value  # later lookups skip this function
+    return value

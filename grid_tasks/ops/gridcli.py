@@ -51,9 +51,11 @@ def _request_subjobs(text: str) -> list[SubjobRequest]:
 
 
 def showstart_grid(shell: Any, request: str, limit: int) -> tuple[dict[str, Any], Any]:
-    """showstart REQUEST across every RM (the common start for a multi-request)."""
-    now = shell.now().timestamp()
+    """showstart REQUEST across every RM (the common start for a multi-request).  The
+    present is read once the broker is connected (that loads the Grid API), so the
+    answer's "start in" does not count the command's own start-up."""
     with _broker(shell) as broker:
+        now = shell.now().timestamp()
         report = grid_start(broker, _request_subjobs(request), now=now,
                             requester=Requester.current(), limit=limit)
     report["request"] = request
@@ -87,9 +89,9 @@ def _single_start_view(report: dict[str, Any]) -> Table:
 def setres_grid(shell: Any, spec: str, *, name: str | None, start: datetime,
                 duration: float | None) -> tuple[dict[str, Any], Any]:
     """setres --grid: a named co-reservation across RMs through the broker."""
-    now = shell.now().timestamp()
     subs = parse_grid_spec(spec, duration)
     with _broker(shell) as broker, shell.session() as session:
+        now = shell.now().timestamp()  # connected: the present of the request
         co = set_grid_reservation(broker, session, name or new_job_key("grid"), subs,
                                   now=now, not_before=start.timestamp(),
                                   requester=Requester.current())

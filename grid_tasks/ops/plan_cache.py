@@ -22,7 +22,15 @@ jobs the iteration would start and where, and the jobs it reserved for.
 
 A hit rebuilds the plan's scheduler *without* its idle queue (running jobs, holds and
 fences from SQL: cheap at any depth) and replays the digest's starts and job
-reservations into it, so estimates and free windows see what the full plan saw.
+reservations into it, so estimates and free windows see what the full plan saw
+(:mod:`grid_tasks.ops.plan_replay`).
+
+**Cost.**  Each operator command is a new process.  This module loads no Maui core: a
+``showq`` answered from a fresh digest never imports it; making a plan (a miss) or
+replaying one imports :mod:`~grid_tasks.ops.plan_replay` then (start-up time is the
+reason for that one import inside a function).  The digest is stored as packed arrays
+(:meth:`PlanDigest.to_bytes`): decoding 100,000 priorities from JSON took a quarter
+of a second, from arrays a few milliseconds.  Its ranking is kept in showq's order.
 """
 
 from __future__ import annotations
@@ -31,9 +39,8 @@ import hashlib
 import json
 import logging
 import os
-from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from redis.exceptions import RedisError
 from sqlalchemy import String, bindparam, cast, func, select
@@ -41,11 +48,15 @@ from sqlalchemy.orm import Session
 
 from grid_tasks.db import AccountingRecord, Job as JobRow, Node as NodeRow
 from grid_tasks.db.models import Fence, Reservation as ReservationRow, ResourceManager
-from grid_tasks.maui import ACL, Reservation, Start
-from grid_tasks.maui.model import USABLE_STATES, ReservationKind
-from grid_tasks.scheduling.job_rows import COLUMNS, core_job
-from grid_tasks.scheduling.plan import Plan, load_plan, load_scheduler
+from grid_tasks.states import USABLE_STATES
 from grid_tasks.utc import epoch, from_epoch
+
+from .plan_digest import PlanDigest
+
+__all__ = ["MAX_AGE", "MAX_AGE_ENV", "PlanCache", "PlanDigest", "Plans", "made_at", "state_mark"]
+
+if TYPE_CHECKING:
+    from grid_tasks.scheduling.plan import Plan
 
 log = logging.getLogger(__name__)
 
@@ -53,57 +64,10 @@ log = logging.getLogger(__name__)
 MAX_AGE = 60.0
 #: Environment variable overriding MAX_AGE for the operator commands.
 MAX_AGE_ENV = "GRID_TASKS_OPS_PLAN_MAX_AGE"
-#: Redis key of an RM's digest: per database (by a hash of its URL) and RM.
-KEY = "grid_tasks:ops:plan:{db}:{rm}"
-
-
-@dataclass
-class PlanDigest:
-    """What the operator commands need of one plan of ``rm``, made at ``made``."""
-
-    rm: str
-    made: float  # POSIX seconds
-    mark: str  # the state_mark it was made under
-    #: idle job id -> (priority, submission time; inf when unknown)
-    ranking: dict[int, tuple[float, float]] = field(default_factory=dict)
-    #: job id -> allocation: the iteration starts it
-    started: dict[int, dict[str, int]] = field(default_factory=dict)
-    #: job id -> (start, end, allocation) of its job reservation
-    reserved: dict[int, tuple[float, float, dict[str, int]]] = field(default_factory=dict)
-
-    def to_json(self) -> str:
-        return json.dumps({
-            "rm": self.rm, "made": self.made, "mark": self.mark,
-            "ranking": [[k, p, s if s != float("inf") else None]
-                        for k, (p, s) in self.ranking.items()],
-            "started": [[k, a] for k, a in self.started.items()],
-            "reserved": [[k, s, e, a] for k, (s, e, a) in self.reserved.items()]},
-            separators=(",", ":"))
-
-    @classmethod
-    def from_json(cls, text: str | bytes) -> "PlanDigest":
-        d = json.loads(text)
-        inf = float("inf")
-        return cls(d["rm"], float(d["made"]), d["mark"],
-                   {int(k): (float(p), inf if s is None else float(s)) for k, p, s in d["ranking"]},
-                   {int(k): dict(a) for k, a in d["started"]},
-                   {int(k): (float(s), float(e), dict(a)) for k, s, e, a in d["reserved"]})
-
-
-def digest_of(plan: Plan, mark: str) -> PlanDigest:
-    """The digest of a full plan (one made by :func:`load_plan` with its iteration)."""
-    inf = float("inf")
-    ranking = {}
-    for p in plan.priorities:
-        if p.job_id.isdigit():
-            job = plan.idle.get(p.job_id)
-            submit = job.submit_time if job is not None and job.submit_time else inf
-            ranking[int(p.job_id)] = (float(p.total), float(submit))
-    started = {int(k): dict(s.allocation) for k, s in plan.started.items() if k.isdigit()}
-    reserved = {int(r.job_id): (r.start, r.end, dict(r.allocation))
-                for r in plan.scheduler.reservations()
-                if r.kind is ReservationKind.JOB and r.job_id and r.job_id.isdigit()}
-    return PlanDigest(plan.rm, plan.t, mark, ranking, started, reserved)
+#: Redis key of an RM's digest: per database (by a hash of its URL) and RM; "packed"
+#: names the layout (:meth:`PlanDigest.to_bytes`), so that an older grid_tasks, which
+#: keeps JSON under the key without it, and this one do not evict each other's plans.
+KEY = "grid_tasks:ops:plan:packed:{db}:{rm}"
 
 
 # Built once: the aggregates every showq/showstart reads to tell a fresh digest.
@@ -182,7 +146,7 @@ class PlanCache:
         if raw is None:
             return None
         try:
-            digest = PlanDigest.from_json(raw)
+            digest = PlanDigest.from_bytes(raw)
         except (ValueError, KeyError, TypeError):
             return None  # an older or damaged entry: make the plan anew
         if digest.mark != mark or not 0 <= now - digest.made <= self.max_age:
@@ -193,7 +157,7 @@ class PlanCache:
         if self.client is None:
             return
         try:
-            self.client.set(self.key(digest.rm), digest.to_json(),
+            self.client.set(self.key(digest.rm), digest.to_bytes(),
                             ex=max(1, int(self.max_age + 1)))
         except (RedisError, OSError) as exc:
             log.debug("plan cache not written: %s", exc)
@@ -203,9 +167,13 @@ class Plans:
     """Where the operator commands get an RM's plan or priority ranking: from a fresh
     cached digest when there is one, else by making the plan (and caching its digest)."""
 
-    def __init__(self, cache: PlanCache | None = None, registry: Any = None) -> None:
+    def __init__(self, cache: PlanCache | None = None, registry: Any = None, *,
+                 iterate: bool = True) -> None:
         self.cache = cache
         self.registry = registry
+        #: without a cache, whether a plan made runs its iteration (only the ranking
+        #: wanted: it is computed before the iteration, which costs more at depth)
+        self.iterate = iterate or cache is not None
         self.hits = 0  # how many answers came from a cached digest (tests, benchmarks)
 
     def digest(self, session: Session, rm: str, now: datetime) -> tuple[PlanDigest, Plan | None]:
@@ -215,8 +183,11 @@ class Plans:
         if found is not None:
             self.hits += 1
             return found, None
-        plan = load_plan(session, rm, now, registry=self.registry)
-        made = digest_of(plan, mark)
+        from grid_tasks.ops import plan_replay  # the Maui core: only to make a plan
+
+        plan = plan_replay.load_plan(session, rm, now, registry=self.registry,
+                                     iterate=self.iterate)
+        made = plan_replay.digest_of(plan, mark)
         if self.cache is not None:
             self.cache.put(made)
         return made, plan
@@ -228,36 +199,11 @@ class Plans:
     def plan(self, session: Session, rm: str, now: datetime) -> Plan:
         """The RM's plan at ``now``: made anew, or rebuilt from a fresh digest."""
         digest, plan = self.digest(session, rm, now)
-        return plan if plan is not None else replay(session, digest, now, self.registry)
+        if plan is not None:
+            return plan
+        from grid_tasks.ops import plan_replay  # the Maui core: only to replay a plan
 
-
-def replay(session: Session, digest: PlanDigest, now: datetime, registry: Any = None) -> Plan:
-    """A plan rebuilt from ``digest``: the scheduler without its idle queue, the digest's
-    starts restored as running from the plan's instant and its job reservations placed."""
-    sched = load_scheduler(session, digest.rm, now, registry, idle=False)
-    t = epoch(now)
-    if sched.pool is not None and digest.reserved:
-        sched._leave_pool(t)  # noqa: SLF001 - job reservations live in the general engine
-    wanted = list(digest.started) + list(digest.reserved)
-    rows = {int(r.id): r for r in session.connection().execute(
-        select(*COLUMNS).where(JobRow.id.in_(wanted)))} if wanted else {}
-    for job_id, alloc in digest.started.items():
-        if job_id in rows:
-            sched.restore_running(core_job(rows[job_id]), min(digest.made, t), alloc, t)
-    for job_id, (start, end, alloc) in digest.reserved.items():
-        if job_id not in rows:
-            continue
-        job = core_job(rows[job_id])
-        res = Reservation(name=f"job.{job.id}", start=start, end=end,
-                          acl=ACL(jobs=frozenset({job.id})), tasks=job.tasks,
-                          procs_per_task=job.procs_per_task, kind=ReservationKind.JOB,
-                          job_id=job.id, allocation=dict(alloc))
-        # (the same placement the iteration made: Scheduler._reserve_job)
-        sched.job_res[job.id] = sched.engine.place(job, start, job.walltime, dict(alloc),
-                                                   running=False, reservation=res)
-    started = {str(k): Start(str(k), digest.made, dict(a)) for k, a in digest.started.items()}
-    return Plan(digest.rm, now, sched, {}, [], None, started,
-                queued=frozenset(str(k) for k in digest.ranking))
+        return plan_replay.replay(session, digest, now, self.registry)
 
 
 def made_at(digest: PlanDigest) -> datetime:

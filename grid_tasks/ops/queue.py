@@ -19,7 +19,7 @@ from grid_tasks.states import JobState
 
 from . import queue_rows
 from .common import Section, check_rm, finished_ids, section_of, state_word
-from .plan import load_plan
+from .plan_cache import Plans
 from .queue_rows import Ranking
 from .timefmt import OpsError, iso
 
@@ -178,7 +178,7 @@ def build_queue(session: Session, rm: str | None, now: datetime,
     if page < 1 or (limit is not None and limit < 1):
         raise OpsError(f"showq: page and limit must be at least 1 (got page {page}, "
                        f"limit {limit})")
-    rank = ranking or (lambda name: _plan_ranking(session, name, now))
+    rank = ranking or (lambda name: Plans(iterate=False).ranking(session, name, now))
     queue = Queue(rm, now, page=page, limit=limit)
     node_rows = queue_rows.nodes(session, rm)
     names = {n for n, _p in node_rows}
@@ -190,19 +190,6 @@ def build_queue(session: Session, rm: str | None, now: datetime,
     queue.nodes_total = len(node_rows)
     queue.coallocations = live_coallocations(session, rm, entries)
     return queue
-
-
-def _plan_ranking(session: Session, rm: str, now: datetime) -> dict[int, tuple[float, float]]:
-    """The scheduler's priority of every idle job of ``rm`` (the numbers ``diagnose -p``
-    shows) with its submission time, from a plan made now."""
-    plan = load_plan(session, rm, now, iterate=False)
-    out = {}
-    for p in plan.priorities:
-        if p.job_id.isdigit():
-            job = plan.idle.get(p.job_id)
-            out[int(p.job_id)] = (p.total, job.submit_time if job and job.submit_time
-                                  else float("inf"))
-    return out
 
 
 def _rank_all(session: Session, rm: str | None, rank: Ranking) -> dict[int, tuple[float, float]]:

@@ -1,5 +1,15 @@
 """The outside world of the operator commands: settings, SQL sessions, the heartbeat
-registry, iteration triggers and the Grid API, opened lazily and only when needed."""
+registry, iteration triggers and the Grid API, opened lazily and only when needed.
+
+The operator commands only read SQL: every change they ask for (canceljob, setres,
+releaseres) is sent to a gatekeeper, which writes it.  So they never migrate: they
+check the schema revision with one query (:func:`~grid_tasks.db.schema.require_head`)
+and refuse with :class:`~grid_tasks.db.errors.SchemaBehindError` when it is behind;
+the processes that write (``grid-tasks up``, ``grid-tasks db upgrade``) migrate.  Each
+command is a new process, so what it imports is part of its answer time: Alembic is
+never imported here, and the Grid API (Celery, the broker) is loaded through the
+package's lazy ``grid_tasks.Grid`` only by the commands that send.
+"""
 
 from __future__ import annotations
 
@@ -14,8 +24,8 @@ from redis.exceptions import RedisError
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.orm import Session
 
-from grid_tasks.client import Grid
-from grid_tasks.db import get_engine, migrate, session_factory, session_scope
+import grid_tasks
+from grid_tasks.db import get_engine, require_head, session_factory, session_scope
 from grid_tasks.db.errors import DatabaseError
 from grid_tasks.effects import trigger_iteration
 from grid_tasks.errors import GridTasksError
@@ -23,7 +33,8 @@ from grid_tasks.node.registry import NodeRegistry
 from grid_tasks.ops.plan_cache import MAX_AGE, MAX_AGE_ENV, PlanCache, Plans
 from grid_tasks.settings import Settings
 
-_migrated: set[str] = set()
+#: Database URLs this process already found at the head revision.
+_ready: set[str] = set()
 
 
 def _max_age() -> float:
@@ -49,13 +60,15 @@ class OpsShell:
 
     @contextmanager
     def session(self) -> Iterator[Session]:
-        """One transaction on the grid's database (schema brought up to date first)."""
+        """One transaction on the grid's database (its schema revision checked first:
+        SchemaBehindError when it is not the head)."""
         url = self.settings.database_url
-        if url not in _migrated:
-            migrate(url)  # idempotent; a fresh state dir just shows an empty grid
-            _migrated.add(url)
+        engine = get_engine(url)
+        if url not in _ready:
+            require_head(engine)  # one query; Alembic stays unloaded
+            _ready.add(url)
         try:
-            with session_scope(session_factory(get_engine(url))) as session:
+            with session_scope(session_factory(engine)) as session:
                 yield session
         except sa_exc.SQLAlchemyError as err:
             # Keep the promise of one typed line: a database fault is not a traceback.
@@ -93,7 +106,8 @@ class OpsShell:
     def grid(self) -> Any:
         """The Python API (``grid_tasks.client.Grid``) on the same settings."""
         if self._grid is None:
-            self._grid = Grid(self.settings)
+            # The package's lazy public API: Celery and the broker load only here.
+            self._grid = grid_tasks.Grid(self.settings)
         return self._grid
 
     def close(self) -> None:

@@ -13,13 +13,10 @@ from typing import Any
 from grid_tasks import utc
 from grid_tasks.db.models import Job as JobRow
 from grid_tasks.maui import Job
-from grid_tasks.states import MauiJobState
+from grid_tasks.states import IDLE_MAUI_STATES, MauiJobState  # noqa: F401 - re-exported
 
 #: Walltime assumed for a job whose RSL gives none (seconds).
 DEFAULT_WALLTIME = 3600
-#: Maui states of a PENDING job that waits in the idle queue.  Deferred jobs do not:
-#: they wait out DEFERTIME first (released by the job checker or the iteration).
-IDLE_MAUI_STATES = (MauiJobState.IDLE,)
 
 
 def epoch(dt: datetime | None) -> float | None:

@@ -17,7 +17,7 @@ from sqlalchemy import insert
 from grid_tasks.cli import main
 from grid_tasks.db import Job, get_engine, migrate, session_factory, sync_topology
 from grid_tasks.node.registry import NodeRegistry
-from grid_tasks.ops.plan_cache import PlanCache
+from grid_tasks.ops.plan_cache import PlanCache, PlanDigest
 from grid_tasks.states import JobState, MauiJobState
 from grid_tasks.topology import load_topology
 
@@ -85,9 +85,9 @@ def test_showstart_reuses_the_kept_plan_until_the_rm_changes(deep):
     client = redis.Redis.from_url(settings.redis_url)
     key = PlanCache(client, settings.database_url).key("rmB")
     first = json.loads(run(env, "showstart", str(ids[-1]), "--json"))
-    made = json.loads(client.get(key))["made"]
+    made = PlanDigest.from_bytes(client.get(key)).made
     again = json.loads(run(env, "showstart", str(ids[-1]), "--json"))
-    assert json.loads(client.get(key))["made"] == made  # reused, not made anew
+    assert PlanDigest.from_bytes(client.get(key)).made == made  # reused, not made anew
     assert [e["allocation"] for e in again["estimates"]] == \
         [e["allocation"] for e in first["estimates"]]
     with session_factory(get_engine(settings.database_url))() as s:
@@ -95,5 +95,5 @@ def test_showstart_reuses_the_kept_plan_until_the_rm_changes(deep):
         s.commit()
     time.sleep(0.01)
     run(env, "showstart", str(ids[-1]), "--json")
-    assert json.loads(client.get(key))["made"] > made
+    assert PlanDigest.from_bytes(client.get(key)).made > made
     client.close()

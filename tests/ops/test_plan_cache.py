@@ -137,3 +137,18 @@ def test_digest_round_trips_through_json():
     digest = PlanDigest("rmA", 1.5e9, "m", {7: (12.5, 1.4e9), 8: (3.0, float("inf"))},
                         {9: {"a1": 2}}, {10: (1.6e9, 1.7e9, {"a2": 4})})
     assert PlanDigest.from_json(digest.to_json()) == digest
+
+
+def test_digest_round_trips_packed_with_its_ranking_in_showq_order():
+    """The packed form Redis keeps: equal after decoding, the ranking by priority, then
+    submission, then id; a cut or foreign value is refused (read as a miss)."""
+    inf = float("inf")
+    digest = PlanDigest("rmA", 1.5e9, "m", {7: (3.0, inf), 8: (12.5, 1.4e9), 5: (3.0, 1.3e9),
+                                            4: (3.0, inf)},
+                        {9: {"a1": 2}}, {10: (1.6e9, 1.7e9, {"a2": 4})})
+    packed = PlanDigest.from_bytes(digest.to_bytes())
+    assert packed == digest
+    assert list(packed.ranking) == [8, 5, 4, 7]
+    for bad in (digest.to_bytes()[:-3], digest.to_json().encode()):
+        with pytest.raises(ValueError):
+            PlanDigest.from_bytes(bad)

@@ -1,0 +1,67 @@
+"""An RM's plan from a kept digest, and the digest of a plan: the half of the plan cache
+(:mod:`grid_tasks.ops.plan_cache`) that needs the Maui core, imported only when a plan
+is made or replayed."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from grid_tasks.db import Job as JobRow
+from grid_tasks.maui import ACL, Reservation, Start
+from grid_tasks.maui.model import ReservationKind
+from grid_tasks.scheduling.job_rows import COLUMNS, core_job
+from grid_tasks.scheduling.plan import Plan, load_plan, load_scheduler
+from grid_tasks.utc import epoch
+
+from .plan_digest import PlanDigest
+
+__all__ = ["digest_of", "load_plan", "replay"]
+
+
+def digest_of(plan: Plan, mark: str) -> PlanDigest:
+    """The digest of a full plan (one made by :func:`load_plan` with its iteration)."""
+    inf = float("inf")
+    ranking = {}
+    for p in plan.priorities:
+        if p.job_id.isdigit():
+            job = plan.idle.get(p.job_id)
+            submit = job.submit_time if job is not None and job.submit_time else inf
+            ranking[int(p.job_id)] = (float(p.total), float(submit))
+    started = {int(k): dict(s.allocation) for k, s in plan.started.items() if k.isdigit()}
+    reserved = {int(r.job_id): (r.start, r.end, dict(r.allocation))
+                for r in plan.scheduler.reservations()
+                if r.kind is ReservationKind.JOB and r.job_id and r.job_id.isdigit()}
+    return PlanDigest(plan.rm, plan.t, mark, ranking, started, reserved)
+
+
+def replay(session: Session, digest: PlanDigest, now: datetime, registry: Any = None) -> Plan:
+    """A plan rebuilt from ``digest``: the scheduler without its idle queue, the digest's
+    starts restored as running from the plan's instant and its job reservations placed."""
+    sched = load_scheduler(session, digest.rm, now, registry, idle=False)
+    t = epoch(now)
+    if sched.pool is not None and digest.reserved:
+        sched._leave_pool(t)  # noqa: SLF001 - job reservations live in the general engine
+    wanted = list(digest.started) + list(digest.reserved)
+    rows = {int(r.id): r for r in session.connection().execute(
+        select(*COLUMNS).where(JobRow.id.in_(wanted)))} if wanted else {}
+    for job_id, alloc in digest.started.items():
+        if job_id in rows:
+            sched.restore_running(core_job(rows[job_id]), min(digest.made, t), alloc, t)
+    for job_id, (start, end, alloc) in digest.reserved.items():
+        if job_id not in rows:
+            continue
+        job = core_job(rows[job_id])
+        res = Reservation(name=f"job.{job.id}", start=start, end=end,
+                          acl=ACL(jobs=frozenset({job.id})), tasks=job.tasks,
+                          procs_per_task=job.procs_per_task, kind=ReservationKind.JOB,
+                          job_id=job.id, allocation=dict(alloc))
+        # (the same placement the iteration made: Scheduler._reserve_job)
+        sched.job_res[job.id] = sched.engine.place(job, start, job.walltime, dict(alloc),
+                                                   running=False, reservation=res)
+    started = {str(k): Start(str(k), digest.made, dict(a)) for k, a in digest.started.items()}
+    return Plan(digest.rm, now, sched, {}, [], None, started,
+                queued=frozenset(str(k) for k in digest.ranking))
