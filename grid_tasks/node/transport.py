@@ -28,10 +28,12 @@ from __future__ import annotations
 
 import logging
 import threading
+import weakref
 from typing import Any
 
 import redis
 from celery.backends.redis import RedisBackend
+from celery.signals import worker_shutting_down
 from kombu.transport import redis as kombu_redis
 
 log = logging.getLogger(__name__)
@@ -46,6 +48,8 @@ BINDING_REFRESH_S = 60.0
 
 _pools: dict[str, redis.BlockingConnectionPool] = {}
 _pools_lock = threading.Lock()
+#: The channels of this process (a parked BRPOP is woken through them at shutdown).
+_channels: "weakref.WeakSet[Channel]" = weakref.WeakSet()
 
 
 def _pool_key(params: dict[str, Any]) -> str:
@@ -70,6 +74,7 @@ class Channel(kombu_redis.Channel):  # type: ignore[misc]
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        _channels.add(self)
         # kombu pinged through the async pool; that idle socket would stay open for
         # good in every channel that never consumes.  BRPOP reconnects on its own.
         if self._async_pool is not None:
@@ -111,6 +116,29 @@ class Channel(kombu_redis.Channel):  # type: ignore[misc]
         # commands off.  A dead socket in it is reconnected by its next command.
         self._pool = None
         super()._disconnect_pools()
+
+
+def wake_polls() -> int:
+    """Unblock every BRPOP this process has parked; how many channels were polling.
+
+    A SIGTERM only sets Celery's stop flag: the event loop sees it when BRPOP returns,
+    up to a whole poll later (a node daemon took 7-10 s to stop).  Woken, the loop
+    stops at once and the channel's close reads the BRPOP's reply as before."""
+    polling = [c for c in list(_channels) if c._in_poll and not c.closed]
+    for channel in polling:
+        channel._unblock_brpop()
+    return len(polling)
+
+
+def _wake_on_shutdown(**_: Any) -> None:
+    """Celery's shutdown signal is sent from the SIGTERM handler, in the main thread that
+    is parked in BRPOP: the Redis round trips go to a thread of their own."""
+    if _channels:
+        threading.Thread(target=wake_polls, daemon=True, name="wake BRPOP").start()
+
+
+worker_shutting_down.connect(_wake_on_shutdown, weak=False,
+                             dispatch_uid="grid_tasks.node.transport.wake")
 
 
 class Transport(kombu_redis.Transport):  # type: ignore[misc]

@@ -16,6 +16,7 @@ from grid_tasks.duroc.control import Coallocator
 from grid_tasks.embedded.stack import prepare_database
 from grid_tasks.events import PREFIX, JobEvent, channel
 from grid_tasks.node.registry import NodeRegistry
+from grid_tasks.queues import SCHEDULER_QUEUE, iteration_queue
 from grid_tasks.settings import Settings
 from grid_tasks.states import MauiJobState
 from grid_tasks.topology import load_topology
@@ -31,9 +32,11 @@ def _maui_state(grid: Grid, gram_id: int) -> tuple[MauiJobState, dict[str, int]]
 
 
 def _immediate(broker: redis.Redis) -> list[tuple[str, str]]:
-    """(task, rm) of the tasks queued for the scheduler to run now (no ETA)."""
+    """(task, rm) of the tasks queued for the scheduler to run now (no ETA): on its
+    shared queue and on every RM's iteration queue."""
     found = []
-    for raw in broker.lrange("scheduler", 0, -1):
+    queues = [SCHEDULER_QUEUE, *(iteration_queue(rm) for rm in ("rmA", "rmB"))]
+    for raw in (m for q in queues for m in broker.lrange(q, 0, -1)):
         message = json.loads(raw)
         headers = message["headers"]
         if headers.get("eta") is None:
@@ -64,7 +67,7 @@ def test_a_header_runs_its_rms_iteration_and_no_iterate_task_is_sent(
     try:
         co = Coallocator(grid.services)  # (as the scheduler worker serves a request)
         job_id = co.request_here(RSL, owner="alice", barrier_timeout=60)
-        broker.delete("scheduler")
+        broker.delete(SCHEDULER_QUEUE, iteration_queue("rmA"), iteration_queue("rmB"))
         events = store.pubsub(ignore_subscribe_messages=True)
         events.psubscribe(f"{PREFIX}:*:events")
         gram_a, stored = co.submit_subjob(job_id, 0, iterate=True)  # as a header does

@@ -3,6 +3,8 @@ closing consumer that does not wait out its BRPOP."""
 
 from __future__ import annotations
 
+import os
+import signal
 import time
 
 import kombu
@@ -56,3 +58,14 @@ def test_a_consumer_parked_on_a_long_brpop_closes_at_once(redis_server):
     chan.close()
     assert time.monotonic() - began < 2.0
     conn.release()
+
+
+def test_a_node_daemon_stops_at_once_on_sigterm_not_a_poll_later(node_worker):
+    """SIGTERM only sets Celery's stop flag, which its loop sees when BRPOP returns: the
+    shutdown signal wakes the parked BRPOP, or a daemon took 7-10 s to stop (the poll)."""
+    child = node_worker("rmA", "node1")
+    time.sleep(3.0)  # parked in its long BRPOP
+    began = time.monotonic()
+    os.killpg(child.pid, signal.SIGTERM)
+    child.process.wait(timeout=15)
+    assert time.monotonic() - began < 3.0
