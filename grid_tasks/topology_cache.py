@@ -13,15 +13,17 @@ import os
 import threading
 from pathlib import Path
 
+from grid_tasks.errors import GridTasksError
 from grid_tasks.topology import GridTopology, load_topology
 
 _lock = threading.Lock()
-_loaded: dict[Path, tuple[tuple[int, int], GridTopology]] = {}
+_loaded: dict[Path, tuple[tuple[int, int], GridTopology | GridTasksError]] = {}
 
 
 def current_topology(path: str | os.PathLike[str]) -> GridTopology:
     """:func:`~grid_tasks.topology.load_topology` of ``path``, from memory while the
-    file keeps its modification time and size; its ConfigError when unreadable."""
+    file keeps its modification time and size; its ConfigError when unreadable or
+    invalid (kept for that version of the file as well)."""
     path = Path(path)
     try:
         info = path.stat()
@@ -31,11 +33,17 @@ def current_topology(path: str | os.PathLike[str]) -> GridTopology:
     with _lock:
         hit = _loaded.get(path)
     if hit is not None and hit[0] == stamp:
-        return hit[1]
-    topology = load_topology(path)
-    with _lock:
-        _loaded[path] = (stamp, topology)
-    return topology
+        found = hit[1]
+    else:
+        try:
+            found = load_topology(path)
+        except GridTasksError as exc:
+            found = exc
+        with _lock:
+            _loaded[path] = (stamp, found)
+    if isinstance(found, GridTasksError):
+        raise found.with_traceback(None)  # (a kept error's traceback must not grow)
+    return found
 
 
 __all__ = ["current_topology"]

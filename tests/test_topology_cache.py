@@ -33,3 +33,19 @@ def test_a_missing_or_broken_file_is_its_config_error(tmp_path: Path) -> None:
     broken.write_text("[rm.a\n")
     with pytest.raises(ConfigError):
         current_topology(broken)
+
+
+def test_a_broken_version_is_parsed_once_and_its_error_kept(tmp_path: Path,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    import grid_tasks.topology_cache as cache
+    parses = []
+    real = cache.load_topology
+    monkeypatch.setattr(cache, "load_topology", lambda p: parses.append(p) or real(p))
+    broken = tmp_path / "broken.toml"
+    broken.write_text("[rm.a\n")
+    for _ in range(3):
+        with pytest.raises(ConfigError):
+            current_topology(broken)
+    assert len(parses) == 1
+    broken.write_text(ONE)  # fixed: read again
+    assert current_topology(broken).node("a", "n01").procs == 2 and len(parses) == 2

@@ -10,7 +10,6 @@ Slurm clusters came.
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -19,7 +18,8 @@ from grid_tasks.errors import GridTasksError
 from grid_tasks.scheduling.native_rm import NativeRM
 from grid_tasks.scheduling.rm_backend import RMBackend
 from grid_tasks.scheduling.slurm_rm import SlurmRM
-from grid_tasks.topology import GridTopology, ResourceManagerSpec, RMKind, load_topology
+from grid_tasks.topology import GridTopology, ResourceManagerSpec, RMKind
+from grid_tasks.topology_cache import current_topology
 
 log = logging.getLogger(__name__)
 
@@ -28,29 +28,23 @@ KINDS: dict[RMKind, Callable[[ResourceManagerSpec], RMBackend]] = {
     RMKind.SLURM: SlurmRM.for_spec,
 }
 
-_lock = threading.Lock()
-_topologies: dict[Path, tuple[float, GridTopology | None]] = {}
+#: The last unreadable topology's error per file (logged once, not per iteration).
+_warned: dict[Path, str] = {}
 
 
 def topology_of(path: Path) -> GridTopology | None:
-    """The topology in ``path``, read again only when the file changed; None (logged)
-    when it cannot be read: every RM is then served as a native one."""
+    """The topology in ``path``, read again only when the file changed (the process's
+    one cache: :func:`~grid_tasks.topology_cache.current_topology`); None (logged once
+    per error) when it cannot be read: every RM is then served as a native one."""
     path = Path(path)
     try:
-        stamp = path.stat().st_mtime
-    except OSError:
-        return None
-    with _lock:
-        cached = _topologies.get(path)
-        if cached is not None and cached[0] == stamp:
-            return cached[1]
-    try:
-        topology: GridTopology | None = load_topology(path)
+        topology = current_topology(path)
     except GridTasksError as exc:
-        log.warning("topology %s unreadable, every RM served as native: %s", path, exc)
-        topology = None
-    with _lock:
-        _topologies[path] = (stamp, topology)
+        if _warned.get(path) != str(exc):
+            _warned[path] = str(exc)
+            log.warning("topology %s unreadable, every RM served as native: %s", path, exc)
+        return None
+    _warned.pop(path, None)
     return topology
 
 

@@ -70,3 +70,11 @@ def test_a_slurm_rm_is_reserved_as_its_partition(topo_file):
         slurm.reserve(None, name="g", allocation={"node1": 2}, start=10.0, duration=60.0,
                       token="t", job_key="k", now=0.0)
     assert err.value.reason == "bad_request" and "{'all': procs}" in str(err.value)
+
+
+def test_an_unreadable_topology_is_native_and_logged_once(tmp_path, caplog):
+    broken = tmp_path / "broken.toml"
+    broken.write_text("[rm.a\n")
+    with caplog.at_level("WARNING", logger="grid_tasks.scheduling.rm_kinds"):
+        assert topology_of(broken) is None and topology_of(broken) is None
+    assert sum("unreadable" in r.getMessage() for r in caplog.records) == 1
