@@ -115,7 +115,7 @@ class QueueBench:
 
         now = datetime.now(timezone.utc)
         running = dict(self._row(now, 6), state=JobState.ACTIVE, maui_state=MauiJobState.RUNNING,
-                       user="zed", walltime=86_400, start_time=now - timedelta(minutes=5),
+                       user_name="zed", walltime=86_400, start_time=now - timedelta(minutes=5),
                        nodes_allocated={"node1": 4, "node2": 2}, launch_token="bench")
         with db.session_scope(self.sessions) as s:
             running_id = s.execute(insert(JobRow.__table__).returning(JobRow.id), [running]).scalar()
@@ -131,7 +131,7 @@ class QueueBench:
     def _row(self, now: datetime, tasks: int) -> dict[str, Any]:
         from grid_tasks.states import JobState, MauiJobState
         return dict(rm="rmA", state=JobState.PENDING, maui_state=MauiJobState.IDLE,
-                    user=self.rng.choice(USERS), tasks=tasks, procs=tasks,
+                    user_name=self.rng.choice(USERS), tasks=tasks, procs=tasks,
                     walltime=self.rng.choice([600, 1800, 3600, 7200]), start_time=None,
                     submit_time=now - timedelta(seconds=self.rng.randint(0, 3600)),
                     request={"executable": "/bin/true"}, version=1, priority=0, holds=[],
