@@ -36,7 +36,7 @@ import logging
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import bindparam, or_, select
+from sqlalchemy import bindparam, select
 from sqlalchemy.orm import Session
 
 from grid_tasks.db import repository
@@ -49,6 +49,7 @@ from grid_tasks.gram.report import settle_parts
 from grid_tasks.gram.report_checks import report_refusal
 from grid_tasks.gram.report_sender import FINISHED, STARTED, LaunchRef, Report
 from grid_tasks.gram.report_writer import apply_reports
+from grid_tasks.scheduling.job_rows import holding_nodes
 from grid_tasks.security.authorization import check_owner
 from grid_tasks.states import JobState, MauiJobState
 
@@ -63,9 +64,7 @@ SEEN_TTL_S = 3600
 # Built once (every full iteration runs it): jobs that may have ended unrecorded.
 _OPEN = select(JobRow.id, JobRow.launch_token, JobRow.nodes_allocated, JobRow.state,
                JobRow.start_time).where(
-    JobRow.rm == bindparam("rm"), JobRow.launch_token.is_not(None),
-    or_(JobRow.state == JobState.ACTIVE,
-        (JobRow.state == JobState.PENDING) & (JobRow.maui_state == MauiJobState.STARTING)))
+    holding_nodes(bindparam("rm")), JobRow.launch_token.is_not(None))
 
 
 def seen_key(job_id: int, token: str) -> str:

@@ -34,7 +34,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import bindparam, or_, select
+from sqlalchemy import bindparam, select
 from sqlalchemy.orm import Session
 
 from grid_tasks.db.models import Job as JobRow
@@ -44,6 +44,7 @@ from grid_tasks.gram.records import Outbox, finish, transition
 from grid_tasks.leases import fence_span
 from grid_tasks.schedmods.jobchecker import defer_job
 from grid_tasks.scheduling.fences import fence
+from grid_tasks.scheduling.job_rows import holding_nodes
 from grid_tasks.scheduling.state import maui_config
 from grid_tasks.settings import Settings
 from grid_tasks.states import JobState, MauiJobState
@@ -135,9 +136,7 @@ def defer(session: Session, row: JobRow, now: datetime, policy: Any, reason: str
 
 # Built once (every iteration runs it): the cache key of a statement object is memoized.
 _DUE = select(JobRow).where(
-    JobRow.rm == bindparam("rm"), JobRow.start_time <= bindparam("cutoff"),
-    or_(JobRow.state == JobState.ACTIVE,
-        (JobRow.state == JobState.PENDING) & (JobRow.maui_state == MauiJobState.STARTING)))
+    holding_nodes(bindparam("rm")), JobRow.start_time <= bindparam("cutoff"))
 
 
 def recover(session: Session, rm: str, now: datetime, redis: Any, outbox: Outbox,

@@ -45,7 +45,7 @@ from grid_tasks.scheduling.idle_queue import idle_core_jobs, queue_cache, read_q
 # re-exported: the loader's callers know them from here
 from grid_tasks.scheduling.job_rows import (  # noqa: F401
     COLUMNS as _COLUMNS, DEFAULT_WALLTIME, IDLE_COLUMNS as _IDLE_COLUMNS, IDLE_MAUI_STATES,
-    ORDER as _ORDER, core_job, epoch,
+    ORDER as _ORDER, core_job, epoch, holding_nodes,
 )
 from grid_tasks.scheduling.requester import Requester
 from grid_tasks.states import JobState, MauiJobState, NodeState
@@ -164,8 +164,7 @@ def _lenders_for(row: ReservationRow) -> Job | None:
 # Built once (every iteration runs them): a statement object's cache key is memoized.
 _LIVE = select(*_COLUMNS).where(JobRow.rm == bindparam("rm"),
                                 JobRow.state.in_([JobState.PENDING, JobState.ACTIVE]))
-_HOLDING = _LIVE.where((JobRow.state == JobState.ACTIVE)
-                       | (JobRow.maui_state == MauiJobState.STARTING)).order_by(*_ORDER)
+_HOLDING = select(*_COLUMNS).where(holding_nodes(bindparam("rm"))).order_by(*_ORDER)
 _LIVE = _LIVE.order_by(*_ORDER)
 # (plain rows: every iteration reads them, and only these columns)
 _POLICY_FILE = select(RmRow.policy_file).where(RmRow.name == bindparam("rm"))
