@@ -6,9 +6,11 @@ same jobs again - whether each could ever start, its fixed priority components, 
 columns the ranking scores - cost most of every iteration.  Like Maui's job table,
 a :class:`QueueCache` keeps them between iterations for one resource manager:
 
-* ``verdicts``: :meth:`Scheduler._may_ever_start` per job (the jobs that may start
-  in ``verdicts``, the others in ``never``: no tuple per job), valid while the nodes
-  (their shapes and usable states) and the policy are those of ``key``;
+* ``judged`` and ``judged_ok``: the last list of jobs loaded and, aligned with it,
+  :meth:`Scheduler._may_ever_start` of each (a boolean array: no object per job),
+  valid while the nodes (their shapes and usable states) and the policy are those of
+  ``key``; a new list takes the verdicts of the very objects it shares with it
+  (:func:`positions`) and asks only for the others;
 * ``memo``: the ranking's fixed components per job scored one by one (a queue scored
   column-wise keeps them in ``columns`` only; :class:`~grid_tasks.maui.ranking.Ranking`),
   valid for the policy of ``key``;
@@ -24,9 +26,12 @@ Pure: no clock, no I/O.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import Any
+
+import numpy as np
 
 from grid_tasks.maui.model import Job, Node, SchedulerError
 
@@ -45,8 +50,8 @@ class QueueCache:
 
     key: tuple = ()
     config: Any = None
-    verdicts: dict[str, Job] = field(default_factory=dict)  # may start
-    never: dict[str, Job] = field(default_factory=dict)  # may never start
+    judged: list[Job] = field(default_factory=list)  # the jobs of judged_ok, in its order
+    judged_ok: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
     memo: dict[str, tuple[Job, tuple[float | None, ...]]] = field(default_factory=dict)
     columns: Any = None  # the ranking's (jobs, arrays) of its last vector scoring
     jobs: list[Job] = field(default_factory=list)  # the last queue loaded
@@ -62,7 +67,7 @@ class QueueCache:
         if config is not self.config:
             self.memo, self.columns = {}, None
         if config is not self.config or key != self.key:
-            self.verdicts, self.never, self.loaded = {}, {}, None
+            self.judged, self.judged_ok, self.loaded = [], np.zeros(0, dtype=bool), None
         self.config, self.key = config, key
 
     def numbering(self, jobs: list[Job], first: int) -> dict[str, int]:
@@ -84,9 +89,22 @@ class QueueCache:
             return
         self.jobs = jobs
         slack = len(jobs) + len(jobs) // 4 + 100  # (not a pass over the queue per change)
-        if len(self.verdicts) + len(self.never) <= slack and len(self.memo) <= slack:
+        if len(self.memo) <= slack:
             return
         ids = {j.id for j in jobs}
-        self.verdicts = {k: v for k, v in self.verdicts.items() if k in ids}
-        self.never = {k: v for k, v in self.never.items() if k in ids}
         self.memo = {k: v for k, v in self.memo.items() if k in ids}
+
+
+def positions(old: Sequence[Job], new: Sequence[Job]) -> np.ndarray:
+    """For each job of ``new``, the position of that very object in ``old``, else -1
+    (matched by identity, through sorted ``id()`` columns: a dict of 100,000 int keys
+    per change cost time and left memory fragmented; ``old`` holds its objects, so no
+    address of one is reused while it is compared)."""
+    if not len(old) or not len(new):
+        return np.full(len(new), -1, dtype=np.int64)
+    olds = np.fromiter(map(id, old), np.uint64, len(old))
+    news = np.fromiter(map(id, new), np.uint64, len(new))
+    sorter = np.argsort(olds, kind="stable")
+    at = np.minimum(np.searchsorted(olds[sorter], news), len(old) - 1)
+    hit = olds[sorter[at]] == news
+    return np.where(hit, sorter[at], -1).astype(np.int64)

@@ -21,12 +21,14 @@ from typing import Any, Sequence
 import numpy as np
 
 from grid_tasks.maui.config import SchedulerConfig
-from grid_tasks.maui.model import Job
+from grid_tasks.maui.model import Job, by_shape
+from grid_tasks.maui.queue_cache import positions
 from grid_tasks.maui.priority import (
     _CREDENTIAL_ATTRS, FIXED, RAW, Fairshare, RawFn, Terms, weighted_terms,
 )
 
-_ID = attrgetter("id")
+_ID, _PRIORITY, _SUBMIT, _WALL, _TASKS, _PER_TASK = map(attrgetter, (
+    "id", "priority", "submit_time", "walltime", "tasks", "procs_per_task"))
 
 #: From this many jobs on, the queue is scored with numpy (fewer: per job, in Python).
 VECTOR_FROM = 48
@@ -202,29 +204,35 @@ class Ranking:
         in the columns (not in the per-job memo: with 100,000 jobs its entries cost
         more memory than the jobs; the same floats, see :meth:`_fixed_column`)."""
         n = len(jobs)
-        cols = _Columns(list(jobs), {}, np.fromiter((j.priority for j in jobs), float, n),
-                        np.fromiter((j.submit_time for j in jobs), float, n),
-                        np.fromiter((j.walltime for j in jobs), float, n),
-                        np.fromiter((j.procs for j in jobs), float, n))
+        cols = _Columns(list(jobs), {}, np.fromiter(map(_PRIORITY, jobs), float, n),
+                        np.fromiter(map(_SUBMIT, jobs), float, n),
+                        np.fromiter(map(_WALL, jobs), float, n),
+                        np.fromiter(map(_TASKS, jobs), float, n)
+                        * np.fromiter(map(_PER_TASK, jobs), float, n))  # (Job.procs)
+        shapes: tuple[list[Job], np.ndarray] | None = None
         for k, (cw, subs, is_fixed) in enumerate(self.terms):
             if is_fixed:
-                cols.fixed[k] = self._fixed_column(jobs, now, cw, subs)
+                shapes = shapes or _shapes(jobs)
+                cols.fixed[k] = self._fixed_column(shapes, now, cw, subs)
         return cols
 
-    def _fixed_column(self, jobs: Sequence[Job], now: float, cw: float,
+    def _fixed_column(self, shapes: tuple[list[Job], np.ndarray], now: float, cw: float,
                       subs: tuple[tuple[str, RawFn, float], ...]) -> np.ndarray:
         """One fixed component of every job: :meth:`_fixed`'s sum, in its order
-        (0.0 plus each weighted subcomponent, then the component weight), column-wise."""
-        n = len(jobs)
-        part = np.zeros(n)
+        (0.0 plus each weighted subcomponent, then the component weight), column-wise,
+        each subcomponent worked out once per job shape (:func:`by_shape`: all a
+        fixed one reads)."""
+        reps, index = shapes
+        part = np.zeros(len(index))
         for _, fn, sw in subs:
-            part = part + sw * np.fromiter((fn(j, now, self.config, self.fs) for j in jobs),
-                                           float, n)
+            value = np.fromiter((fn(j, now, self.config, self.fs) for j in reps), float,
+                                len(reps))
+            part = part + sw * value[index]
         return cw * part
 
     def _carry(self, old: "_Columns", jobs: Sequence[Job], now: float) -> "_Columns":
         """Columns of ``jobs`` from ``old`` (matched by job object) and the new jobs'."""
-        src = _positions(old.jobs, jobs)
+        src = positions(old.jobs, jobs)
         new_at = np.flatnonzero(src < 0)
         fresh = self._build([jobs[i] for i in new_at.tolist()], now)
         take = np.where(src < 0, 0, src)
@@ -261,15 +269,7 @@ class Ranking:
         if sub.startswith("FS"):
             names = cols.names.get(sub)
             if names is None:
-                attr = _CREDENTIAL_ATTRS[sub[2:]]
-                first: dict[object, int] = {}
-                reps: list[Job] = []
-                for job in jobs:  # one job per name, the first that has it
-                    if getattr(job, attr) not in first:
-                        first[getattr(job, attr)] = len(reps)
-                        reps.append(job)
-                index = np.fromiter((first[getattr(j, attr)] for j in jobs), np.int64, n)
-                names = cols.names[sub] = (reps, index, first)
+                names = cols.names[sub] = _names(jobs, _CREDENTIAL_ATTRS[sub[2:]])
             reps, index, _ = names
             value = np.fromiter((fn(job, now, self.config, self.fs) for job in reps), float,
                                 len(reps))
@@ -277,18 +277,21 @@ class Ranking:
         return np.fromiter((fn(j, now, self.config, self.fs) for j in jobs), float, n)
 
 
-def _positions(old: Sequence[Job], new: Sequence[Job]) -> np.ndarray:
-    """For each job of ``new``, the position of that very object in ``old``, else -1
-    (matched by identity, through sorted ``id()`` columns: a dict of 100,000 int keys
-    per change cost time and left memory fragmented)."""
-    if not len(old):
-        return np.full(len(new), -1, dtype=np.int64)
-    olds = np.fromiter(map(id, old), np.uint64, len(old))
-    news = np.fromiter(map(id, new), np.uint64, len(new))
-    sorter = np.argsort(olds, kind="stable")
-    at = np.minimum(np.searchsorted(olds[sorter], news), len(old) - 1)
-    hit = olds[sorter[at]] == news
-    return np.where(hit, sorter[at], -1).astype(np.int64)
+def _names(jobs: Sequence[Job], attr: str) -> tuple[list[Job], np.ndarray, dict[object, int]]:
+    """One job per credential name ``attr`` of ``jobs`` (the first that has it), each
+    job's name's position there, and name -> position (at C speed: no step per job)."""
+    names = list(map(attrgetter(attr), jobs))
+    first = {name: k for k, name in enumerate(dict.fromkeys(names))}
+    reps = dict(zip(reversed(names), reversed(jobs)))  # (the first job of each name)
+    return ([reps[name] for name in first],
+            np.fromiter(map(first.__getitem__, names), np.int64, len(names)), first)
+
+
+def _shapes(jobs: Sequence[Job]) -> tuple[list[Job], np.ndarray]:
+    """One job per distinct job shape of ``jobs``, and the position of each
+    job's shape there."""
+    shapes, reps = by_shape(jobs)
+    return reps, np.array(shapes, dtype=np.int64)
 
 
 @dataclass

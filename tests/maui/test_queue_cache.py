@@ -126,18 +126,18 @@ def test_the_cache_is_reused_when_nothing_changed():
     world, cache = _World(3), QueueCache()
     world.scheduler(cache).iterate(world.now)
     columns, loaded = cache.columns, cache.loaded
-    verdicts = dict(cache.verdicts)
+    judged, verdicts = cache.judged, cache.judged_ok.copy()
     world.now += 30  # time alone: the same job objects
     world.scheduler(cache).iterate(world.now)
-    assert cache.columns is columns and cache.verdicts == verdicts
+    assert cache.columns is columns and cache.judged is judged
+    assert (cache.judged_ok == verdicts).all()
     assert cache.loaded is loaded and loaded[0] is world.queue
 
 
 def _stale_verdict(cache: QueueCache, world: _World) -> None:
     """Spoil the cache as a bug would: mark every ready job as never able to start,
     keyed to the very objects the next scheduler gets."""
-    cache.never.update(cache.verdicts)
-    cache.verdicts.clear()
+    cache.judged_ok[:] = False
 
 
 def _stale_columns(cache: QueueCache, world: _World) -> None:
