@@ -23,6 +23,7 @@ writer calls :func:`forget` when it rolls back.
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from array import array
 from collections.abc import Iterator
@@ -38,8 +39,10 @@ from sqlalchemy import bindparam, select
 from grid_tasks.db.models import IdleQueueChanges
 from grid_tasks.db.models import Job as JobRow
 from grid_tasks.db.models import ResourceManager
+from grid_tasks.gc_pause import collector_paused
 from grid_tasks.maui import Job
 from grid_tasks.maui.queue_cache import QueueCache
+from grid_tasks.scheduling.idle_load import QueueColumns, read_all
 from grid_tasks.scheduling.job_rows import (
     IDLE_COLUMNS, IDLE_MAUI_STATES, ORDER, core_job, epoch,
 )
@@ -114,12 +117,50 @@ def read_queue(session: Any, rm: str) -> QueueSnapshot:
     image = _image(key, created)
     if image is not None and image.changes == changes:
         return QueueSnapshot(key, created, image.rows, changes)  # no row changed since
+    if image is None:
+        return _reload(session, QueueSnapshot(key, created, array("q"), changes), None)
     by_id = _flat(session, _QUEUE_BY_ID, rm)
-    if image is not None and image.by_id == by_id:
+    if image.by_id == by_id:
         return QueueSnapshot(key, created, image.rows, changes)
-    rows = _merged(session, image, by_id) if image is not None else None
-    return QueueSnapshot(key, created, _flat(session, _QUEUE, rm) if rows is None else rows,
-                         changes)
+    rows = _merged(session, image, by_id)
+    if rows is None:
+        return _reload(session, QueueSnapshot(key, created, array("q"), changes), image)
+    return QueueSnapshot(key, created, rows, changes)
+
+
+def _reload(session: Any, queue: QueueSnapshot, image: QueueImage | None) -> QueueSnapshot:
+    """Read the whole queue column-wise (:mod:`~grid_tasks.scheduling.idle_load`) and
+    keep it as the RM's image, the jobs of ``image`` reused for the rows it holds at
+    the same version; the snapshot of it.  Should a NULL key leave the order to SQL,
+    the ordered ``(id, version)`` read instead (its jobs are built by
+    :func:`idle_core_jobs`)."""
+    rm = queue.key[1]
+    with collector_paused():  # (100,000 jobs that all outlive the load: gc_pause)
+        cols = read_all(session, rm)
+        if cols is None:
+            return dataclasses.replace(queue, rows=_flat(session, _QUEUE, rm))
+        kept = _image_of_columns(queue, cols, image)
+    with _lock:
+        _images[queue.key] = kept
+    return dataclasses.replace(queue, rows=kept.rows)
+
+
+def _image_of_columns(queue: QueueSnapshot, cols: QueueColumns,
+                      image: QueueImage | None) -> QueueImage:
+    """The image of the queue read as ``cols``: the jobs of ``image`` for the rows it
+    holds at the same version, new ones for the others."""
+    if image is None or not image.jobs:
+        jobs = cols.jobs()
+    else:
+        src = _kept_at(image, cols.pairs)
+        new_at = np.flatnonzero(src < 0).tolist()
+        jobs = _kept_jobs(image, src)
+        for k, job in zip(new_at, cols.jobs(new_at)):
+            jobs[k] = job
+    by_id = cols.pairs[np.argsort(cols.pairs[:, 0], kind="stable")]
+    return QueueImage(queue.created, _flat_of(cols.pairs), _flat_of(by_id), jobs,
+                      image.cache if image is not None else QueueCache(), queue.changes,
+                      cols.priority)
 
 
 def _merged(session: Any, image: QueueImage, by_id: array) -> array | None:

@@ -34,6 +34,7 @@ from grid_tasks.db.models import Node as NodeRow
 from grid_tasks.db.models import Reservation as ReservationRow
 from grid_tasks.db.models import ResourceManager as RmRow
 from grid_tasks.errors import GridTasksError
+from grid_tasks.gc_pause import collector_paused
 from grid_tasks.maui import ACL, Job, Node, Reservation, Scheduler, SchedulerConfig
 from grid_tasks.maui import ReservationKind as CoreKind
 from grid_tasks.maui.cfg import MauiConfig, load_maui_config, parse_maui_config
@@ -297,7 +298,7 @@ def load_scheduler(session: Session, rm: str, *, now: float, registry: Any = Non
     :class:`~grid_tasks.maui.modules.Observers`), so the whole idle queue is read for them.
     ``config``: the RM's :func:`policy_config` if the caller has it (the iteration has
     read the RM's maui.cfg path already), else it is looked up here.
-    ``idle_if_free``: leave the idle queue unread when no job could start anyway
+    ``idle_if_free``: leave the idle queue out when no job could start anyway
     (:meth:`~grid_tasks.maui.Scheduler.nothing_free`, not ``observed``): with a deep queue
     on a full machine, reading and ranking it was most of every iteration's cost.
     ``idle=False``: never read the idle queue (what holds nodes only): the operator
@@ -312,15 +313,12 @@ def load_scheduler(session: Session, rm: str, *, now: float, registry: Any = Non
     nodes = _rm_nodes(session, rm, topology)
     sched = Scheduler(nodes, config)
     _charge_fairshare(sched, session, rm, now)
-    lazy = (idle_if_free and not observed) or not idle
-    rows = live_jobs(session, rm, idle=not lazy)
-    queue = None
-    if lazy and idle:
-        # The queue is read before the reservations (as live_jobs reads it otherwise):
-        # every SELECT sees the newest commit (SQLite outside a write, PostgreSQL's READ
-        # COMMITTED), so a reservation made before a job was submitted is then always
-        # seen with that job, never the job without it.
-        queue = read_queue(session, rm)
+    rows = live_jobs(session, rm, idle=False)
+    # The queue is read before the reservations: every SELECT sees the newest commit
+    # (SQLite outside a write, PostgreSQL's READ COMMITTED), so a reservation made
+    # before a job was submitted is then always seen with that job, never the job
+    # without it.  Read as the RM's kept image (idle_queue): cheap when unchanged.
+    queue = read_queue(session, rm) if idle else None
     _restore_running(sched, rows, rm, now)
     hold_in(sched, session, rm, now)  # fenced launches' nodes, until their deadline
     for row in _admin_reservations(session, rm, now):
@@ -333,11 +331,12 @@ def load_scheduler(session: Session, rm: str, *, now: float, registry: Any = Non
     for name, state in _node_states(registry, rm, nodes).items():
         if state not in USABLE_STATES:
             sched.update_node(name, now, state=state)
-    if lazy:
-        if idle and not sched.nothing_free(now):
-            jobs = idle_core_jobs(session, rm, queue)
-            sched.submit_many(jobs, now, queue_cache(queue))
+    if queue is None or (idle_if_free and not observed and sched.nothing_free(now)):
         return sched
+    with collector_paused():  # (a deep queue's load: see gc_pause)
+        jobs = idle_core_jobs(session, rm, queue)
+        sched.submit_many(jobs, now, queue_cache(queue))
+    return sched
     for row in rows:
         if row.state is JobState.PENDING and row.maui_state in IDLE_MAUI_STATES:
             sched.submit(core_job(row), now)

@@ -18,7 +18,7 @@ from grid_tasks.gram.records import Outbox
 from grid_tasks.gram.submission import insert_job
 from grid_tasks.rsl import lower
 from grid_tasks.scheduling import idle_queue
-from grid_tasks.scheduling.state import load_scheduler
+from grid_tasks.scheduling.state import core_job, idle_jobs, load_scheduler
 from grid_tasks.states import JobState
 from grid_tasks.topology import load_topology
 
@@ -65,8 +65,11 @@ def _change(sessions, rng: random.Random, ids: list[int]) -> None:
 
 def _decide(sessions, now: float, kept: bool) -> tuple:
     with db.session_scope(sessions) as s:
-        # kept: the live iteration's lazy load (image + cache); else every row read afresh
-        sched = load_scheduler(s, "rmA", now=now, idle_if_free=kept, observed=not kept)
+        # kept: the live iteration's load (image + cache); else every row read afresh
+        sched = load_scheduler(s, "rmA", now=now, idle_if_free=kept, idle=kept)
+        if not kept:
+            for row in idle_jobs(s, "rmA"):
+                sched.submit(core_job(row), now)
         res = sched.iterate(now)
     return ([(x.job_id, sorted(x.allocation.items())) for x in res.started],
             [(r.name, r.start, sorted(r.allocation.items())) for r in res.reservations_created],
