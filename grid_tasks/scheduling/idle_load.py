@@ -10,9 +10,10 @@ driver's plain tuples are turned into columns at C speed and each conversion is 
 pass over its column:
 
 * rows are read unordered and ordered in memory by (priority descending, submission,
-  id) - what :data:`~grid_tasks.scheduling.job_rows.ORDER` asks of SQL, see
-  :func:`ordered` - and only when a NULL submission time would leave the order to the
-  backend is the result None (the caller then reads in SQL's order);
+  id), what :data:`~grid_tasks.scheduling.job_rows.ORDER` asks of SQL (see
+  :func:`~grid_tasks.scheduling.queue_arrays.ordered`); only when a NULL submission
+  time would leave the order to the backend is the result None (the caller then
+  reads in SQL's order);
 * submission times become the very floats :func:`~grid_tasks.utc.epoch` gives,
   parsed from UTC text all at once (:func:`epochs`);
 * ``holds`` come back NULL when they are the empty list (nearly every row), so only
@@ -43,11 +44,14 @@ from grid_tasks.maui import Job
 from grid_tasks.scheduling.job_rows import (
     CLASS, DEFAULT_WALLTIME, GROUP, IDLE_COLUMNS, IDLE_MAUI_STATES, USER,
 )
+from grid_tasks.scheduling.queue_arrays import ordered
 from grid_tasks.states import JobState
 from grid_tasks.utc import epoch
 
 #: Rows fetched from the driver at a time (a bounded list of tuples at any moment).
 FETCH = 10_000
+#: Ids per IN list when only some rows are read.
+CHUNK = 500
 _NO_FEATURES: frozenset[str] = frozenset()
 _MEMORY = IDLE_COLUMNS[-1]  # the request's min_memory_mb, as the row loader reads it
 
@@ -68,46 +72,79 @@ def _statement(dialect: str) -> Any:
                                  JobRow.maui_state.in_(IDLE_MAUI_STATES))
 
 
-# Built once per dialect, so their cache keys are memoized.
-_STATEMENTS: dict[str, Any] = {}
+# Built once per dialect (and whole or by ids), so their cache keys are memoized.
+_STATEMENTS: dict[tuple[str, bool], Any] = {}
 (_ID, _VERSION, _PRIORITY, _SUBMIT, _TASKS, _WALL, _USER, _GROUP, _ACCOUNT, _CLASS, _QOS,
  _HOLDS, _EARLY, _MEM) = range(14)
 
 
 @dataclass
 class QueueColumns:
-    """An RM's idle rows as columns, in queue order: ``pairs`` (n x 2: id, version),
-    each row's ``priority``, and the raw columns the jobs are built from."""
+    """An RM's idle rows: ``pairs`` (n x 2: id, version) and each row's ``priority`` in
+    queue order, and the raw columns the jobs are built from in the order read
+    (``order``: the read position of each queue position)."""
 
     pairs: np.ndarray
     priority: np.ndarray
     columns: list[list[Any]]
+    order: np.ndarray
 
     def jobs(self, at: Sequence[int] | None = None) -> list[Job]:
         """The core jobs of the rows at ``at`` (positions in queue order; None: all),
-        each equal to ``core_job`` of its row."""
-        cols = self.columns if at is None else [_take(c, at) for c in self.columns]
-        ids, count = cols[_ID], len(cols[_ID])
-        return list(starmap(Job, zip(
-            map(str, ids), [max(1, t or 1) for t in cols[_TASKS]], repeat(1, count),
-            [float(w or DEFAULT_WALLTIME) for w in cols[_WALL]], cols[_SUBMIT],
-            *(_interned(cols[k]) for k in (_USER, _GROUP, _ACCOUNT, _CLASS, _QOS)),
-            [int(m or 0) for m in cols[_MEM]], repeat(0, count), repeat(0, count),
-            repeat(None, count), repeat(_NO_FEATURES, count),
-            [_NO_FEATURES if h is None else frozenset(json.loads(h) or ()) for h in cols[_HOLDS]],
-            repeat((), count), map(bool, cols[_EARLY]))))
+        each equal to ``core_job`` of its row.  Built in the order read, then put in
+        queue order once (not each column)."""
+        if at is None:
+            return _take(_build(self.columns), self.order.tolist())
+        read = self.order[np.asarray(at, dtype=np.int64)].tolist()
+        return _build([_take(c, read) for c in self.columns])
+
+
+def _build(cols: list[list[Any]]) -> list[Job]:
+    """One core job per row of ``cols`` (as ``core_job`` builds it), in their order."""
+    ids, count = cols[_ID], len(cols[_ID])
+    return list(starmap(Job, zip(
+        map(str, ids), [max(1, t or 1) for t in cols[_TASKS]], repeat(1, count),
+        [float(w or DEFAULT_WALLTIME) for w in cols[_WALL]], cols[_SUBMIT],
+        *(_interned(cols[k]) for k in (_USER, _GROUP, _ACCOUNT, _CLASS, _QOS)),
+        [int(m or 0) for m in cols[_MEM]], repeat(0, count), repeat(0, count),
+        repeat(None, count), repeat(_NO_FEATURES, count),
+        [_NO_FEATURES if h is None else frozenset(json.loads(h) or ()) for h in cols[_HOLDS]],
+        repeat((), count), map(bool, cols[_EARLY]))))
 
 
 def read_all(session: Any, rm: str) -> QueueColumns | None:
-    """Every idle row of ``rm`` as :class:`QueueColumns` in queue order; None when a
-    row has no submission time (where SQL puts a NULL differs between backends: the
-    caller reads in SQL's order then; a priority is never NULL)."""
-    conn = session.connection()
-    dialect = conn.dialect.name
-    stmt = _STATEMENTS.get(dialect)
+    """Every idle row of ``rm`` as :class:`QueueColumns`; None when a row has no
+    submission time (where SQL puts a NULL differs between backends: the caller reads
+    in SQL's order then; a priority is never NULL)."""
+    return _columns(_fetch_columns(session.connection().execute(
+        _statement_for(session, False), {"rm": rm})))
+
+
+def read_rows(session: Any, rm: str, ids: Sequence[int]) -> QueueColumns | None:
+    """The rows of ``ids`` that are idle jobs of ``rm`` now, as :func:`read_all` reads
+    them (in bounded IN lists)."""
+    stmt, columns = _statement_for(session, True), [[] for _ in range(14)]
+    for start in range(0, len(ids), CHUNK):
+        part = _fetch_columns(session.connection().execute(
+            stmt, {"rm": rm, "ids": list(ids[start:start + CHUNK])}))
+        for column, values in zip(columns, part):
+            column.extend(values)
+    return _columns(columns)
+
+
+def _statement_for(session: Any, by_ids: bool) -> Any:
+    key = (session.get_bind().dialect.name, by_ids)
+    stmt = _STATEMENTS.get(key)
     if stmt is None:
-        stmt = _STATEMENTS[dialect] = _statement(dialect)
-    columns = _fetch_columns(conn.execute(stmt, {"rm": rm}))
+        stmt = _statement(key[0])
+        if by_ids:
+            stmt = stmt.where(JobRow.id.in_(bindparam("ids", expanding=True)))
+        _STATEMENTS[key] = stmt
+    return stmt
+
+
+def _columns(columns: list[list[Any]]) -> QueueColumns | None:
+    """The fetched columns with their queue order (None for a NULL submission)."""
     if any(v is None for v in columns[_SUBMIT]):
         return None
     submit = epochs(columns[_SUBMIT])
@@ -115,18 +152,8 @@ def read_all(session: Any, rm: str) -> QueueColumns | None:
     ids = np.array(columns[_ID], dtype=np.int64)
     priority = np.array(columns[_PRIORITY], dtype=np.int64)
     order = ordered(ids, priority, submit)
-    at = order.tolist()
-    columns = [_take(c, at) for c in columns]
-    pairs = np.column_stack((ids[order], np.array(columns[_VERSION], dtype=np.int64)))
-    return QueueColumns(pairs, priority[order], columns)
-
-
-def ordered(ids: np.ndarray, priority: np.ndarray, submit: np.ndarray) -> np.ndarray:
-    """Positions in :data:`~grid_tasks.scheduling.job_rows.ORDER`: priority descending,
-    then submission, then id.  SQL's order: priorities are integers; distinct
-    submission times stay distinct and in order as POSIX floats (microseconds, far
-    above a double's resolution at today's epoch)."""
-    return np.lexsort((ids, submit, -priority))
+    pairs = np.column_stack((ids, np.array(columns[_VERSION], dtype=np.int64)))[order]
+    return QueueColumns(pairs.reshape(-1, 2), priority[order], columns, order)
 
 
 def _fetch_columns(result: Any) -> list[list[Any]]:

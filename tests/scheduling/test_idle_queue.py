@@ -6,10 +6,11 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
-from sqlalchemy import update
+from sqlalchemy import delete, update
 from sqlalchemy.engine import make_url
 
 from grid_tasks import db
+from grid_tasks.db.models import IdleQueueLog
 from grid_tasks.db.models import Job as JobRow
 from grid_tasks.embedded.stack import prepare_database
 from grid_tasks.gram.records import Outbox
@@ -47,9 +48,7 @@ def test_kept_queue_follows_every_change_of_the_rows(sessions, monkeypatch):
     ids = [_submit(sessions, count=1 + i % 3, user=f"u{i}") for i in range(6)]
     kept, fresh = _queues(sessions)
     assert kept == fresh and [j.id for j in kept] == [str(i) for i in ids]
-    built = []
-    monkeypatch.setattr(idle_queue, "core_job", lambda row: built.append(row.id)
-                        or core_job(row))
+    built = _count_reads(monkeypatch)
     assert _queues(sessions)[0] == fresh and built == []  # nothing changed: nothing read
     with db.session_scope(sessions) as s:
         first = db.repository.get_job(s, ids[0])
@@ -62,7 +61,19 @@ def test_kept_queue_follows_every_change_of_the_rows(sessions, monkeypatch):
     assert kept == fresh
     assert [j.id for j in kept][:1] == [str(ids[1])] and str(ids[2]) not in {j.id for j in kept}
     assert next(j for j in kept if j.id == str(ids[0])).holds == frozenset({"user"})
-    assert sorted(built) == sorted([ids[0], ids[1], new])  # only the changed and the new
+    # only the changed and the new rows, named by the change log (ids[2] left the queue)
+    assert sorted(built) == sorted([ids[0], ids[1], ids[2], new])
+
+
+def _count_reads(monkeypatch) -> list:
+    """The ids of the rows the image reads (every row, as "all", for a whole read)."""
+    reads: list = []
+    rows, whole, flat = idle_queue.read_rows, idle_queue.read_all, idle_queue._flat  # noqa: SLF001
+    monkeypatch.setattr(idle_queue, "read_rows",
+                        lambda s, rm, ids: reads.extend(ids) or rows(s, rm, ids))
+    monkeypatch.setattr(idle_queue, "read_all", lambda s, rm: reads.append("all") or whole(s, rm))
+    monkeypatch.setattr(idle_queue, "_flat", lambda *a: reads.append("all") or flat(*a))
+    return reads
 
 
 def test_a_database_made_anew_under_the_same_url_is_not_mistaken(settings, sessions):
@@ -82,17 +93,15 @@ def test_a_database_made_anew_under_the_same_url_is_not_mistaken(settings, sessi
 
 def test_an_unchanged_queue_reads_no_row(sessions, monkeypatch):
     """The RM's change counter stands for the rows: while it is the one the image was
-    read with, not even ``(id, version)`` is read; a change reads them again."""
+    read with, no row is read; a change reads the changed row only."""
     ids = [_submit(sessions) for _ in range(3)]
     kept, _ = _queues(sessions)
-    reads = []
-    real = idle_queue._flat  # noqa: SLF001 - counting the per-row reads
-    monkeypatch.setattr(idle_queue, "_flat", lambda *a: reads.append(a[1]) or real(*a))
+    reads = _count_reads(monkeypatch)
     assert _queues(sessions)[0] is kept and reads == []
     with db.session_scope(sessions) as s:
         db.repository.get_job(s, ids[1]).priority = 4
     kept, fresh = _queues(sessions)
-    assert kept == fresh and kept[0].id == str(ids[1]) and reads
+    assert kept == fresh and kept[0].id == str(ids[1]) and reads == [ids[1]]
 
 
 def test_a_rolled_back_read_is_forgotten(sessions):
@@ -143,3 +152,27 @@ def test_jobs_entering_an_empty_kept_queue(sessions):
     ids = [_submit(sessions) for _ in range(2)]
     kept, fresh = _queues(sessions)
     assert kept == fresh and [j.id for j in kept] == [str(i) for i in ids]
+
+
+def test_a_log_pruned_past_the_image_reads_the_whole_queue(sessions, monkeypatch):
+    ids = [_submit(sessions) for _ in range(4)]
+    _queues(sessions)
+    with db.session_scope(sessions) as s:
+        db.repository.get_job(s, ids[2]).priority = 7
+        s.flush()
+        s.execute(delete(IdleQueueLog.__table__))  # as the triggers prune an old count
+    reads = _count_reads(monkeypatch)
+    kept, fresh = _queues(sessions)
+    assert kept == fresh and kept[0].id == str(ids[2]) and reads == ["all"]
+
+
+def test_many_changed_jobs_read_the_whole_queue(sessions, monkeypatch):
+    ids = [_submit(sessions) for _ in range(6)]
+    _queues(sessions)
+    monkeypatch.setattr(idle_queue, "MERGE_MAX", 2)
+    with db.session_scope(sessions) as s:
+        for job in ids[:3]:
+            db.repository.get_job(s, job).priority = 1
+    reads = _count_reads(monkeypatch)
+    kept, fresh = _queues(sessions)
+    assert kept == fresh and reads == ["all"]

@@ -4,7 +4,7 @@ from .accounting import AccountingRecord
 from .base import NAMING_CONVENTION, Base, EnumText, UTCDateTime
 from .fences import Fence
 from .jobs import BarrierState, CoallocatedJob, Job, JobStateHistory, Subjob
-from .queue_changes import IdleQueueChanges
+from .queue_changes import IdleQueueChanges, IdleQueueLog
 from .reservations import ACL_KEYS, Reservation, ReservationKind
 from .resources import Node, ResourceManager
 
@@ -17,6 +17,7 @@ __all__ = [
     "EnumText",
     "Fence",
     "IdleQueueChanges",
+    "IdleQueueLog",
     "Job",
     "JobStateHistory",
     "NAMING_CONVENTION",

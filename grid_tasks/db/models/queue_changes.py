@@ -9,11 +9,17 @@ or was an idle job of the RM, in the writer's own transaction.  SQLite fires the
 once (its writers are serialised); PostgreSQL at commit (a deferred constraint
 trigger), so the counter row is locked only while committing and two writers of one
 RM never wait for each other's job rows while holding it.
+
+Since migration 0005 each count is also logged with the job it counts
+(:class:`IdleQueueLog`): a scheduler that kept the queue at count ``c`` reads which
+jobs changed since, instead of every row's ``(id, version)``.  The counter row's lock
+makes counts and log rows committed in count order; the triggers keep the last
+:data:`LOG_KEEP` counts of each RM.
 """
 
 from __future__ import annotations
 
-from sqlalchemy import BigInteger, String
+from sqlalchemy import BigInteger, Integer, String
 from sqlalchemy.orm import Mapped, mapped_column
 
 from .base import Base
@@ -26,3 +32,20 @@ class IdleQueueChanges(Base):
 
     rm: Mapped[str] = mapped_column(String(64), primary_key=True)
     changes: Mapped[int] = mapped_column(BigInteger, nullable=False, default=0)
+
+
+#: Counts of an RM kept in the log: a reader further behind reads the whole queue.
+LOG_KEEP = 50_000
+#: The triggers prune the log once every this many counts (not a delete per change).
+LOG_PRUNE_EVERY = 1_000
+
+
+class IdleQueueLog(Base):
+    """Which job the ``seq``-th change of ``rm``'s idle queue was (written only by the
+    triggers, pruned by them to the last :data:`LOG_KEEP` counts)."""
+
+    __tablename__ = "idle_queue_log"
+
+    rm: Mapped[str] = mapped_column(String(64), primary_key=True)
+    seq: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    job_id: Mapped[int] = mapped_column(Integer, nullable=False)
