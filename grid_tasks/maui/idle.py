@@ -16,6 +16,7 @@ from typing import Callable
 
 import numpy as np
 
+from grid_tasks.maui.ever import EverStart
 from grid_tasks.maui.model import Job
 from grid_tasks.maui.queue_cache import QueueCache, positions
 from grid_tasks.maui.ranking import Ranking
@@ -26,13 +27,10 @@ _HOLDS, _DEPENDS, _ID = attrgetter("holds"), attrgetter("depends_on"), attrgette
 class IdleQueue:
     """Idle jobs by id (``jobs``), the ones that could ever start (``ready``)."""
 
-    def __init__(self, may_ever_start: Callable[[Job], bool], ranking: Ranking,
-                 may_ever_start_all: Callable[[list[Job]], list[bool]] | None = None) -> None:
+    def __init__(self, may_ever_start: EverStart, ranking: Ranking) -> None:
         self.jobs: dict[str, Job] = {}
         self.ready: dict[str, Job] = {}
         self._may_ever_start = may_ever_start
-        #: the same verdicts for many jobs at once (by default one by one)
-        self._may_ever_start_all = may_ever_start_all or (lambda jobs: list(map(may_ever_start, jobs)))
         self._ranking = ranking
         self._parked_priority: set[str] = set()  # parked jobs with a system priority
         self._plain: list[Job] | None = None  # the ready jobs, all feasible (see load)
@@ -87,7 +85,7 @@ class IdleQueue:
 
     def _verdicts(self, jobs: list[Job], cache: QueueCache) -> np.ndarray:
         """Whether each job may ever start: the cache's verdict for a job object it
-        judged last, else asked (:attr:`may_ever_start_all`); the cache then holds
+        judged last, else asked (once per job shape); the cache then holds
         this list's."""
         src = positions(cache.judged, jobs)
         ok = np.zeros(len(jobs), dtype=bool)
@@ -95,7 +93,7 @@ class IdleQueue:
         ok[hit] = cache.judged_ok[src[hit]]
         new = np.flatnonzero(~hit).tolist()
         if new:
-            ok[new] = self._may_ever_start_all([jobs[k] for k in new])
+            ok[new] = self._may_ever_start.many([jobs[k] for k in new])
         cache.judged, cache.judged_ok = jobs, ok
         return ok
 

@@ -151,7 +151,7 @@ class SitePool:
         return hit
 
     def submit(self, job: Job, seq: int) -> None:
-        ready = self.sched._may_ever_start(job)
+        ready = self.sched.may_ever_start(job)
         self._register(job, seq, ready)
         self.idle[job.id] = job
         if not ready:

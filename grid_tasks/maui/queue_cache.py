@@ -7,7 +7,7 @@ columns the ranking scores - cost most of every iteration.  Like Maui's job tabl
 a :class:`QueueCache` keeps them between iterations for one resource manager:
 
 * ``judged`` and ``judged_ok``: the last list of jobs loaded and, aligned with it,
-  :meth:`Scheduler._may_ever_start` of each (a boolean array: no object per job),
+  :class:`~grid_tasks.maui.ever.EverStart` of each (a boolean array: no object per job),
   valid while the nodes (their shapes and usable states) and the policy are those of
   ``key``; a new list takes the verdicts of the very objects it shares with it
   (:func:`positions`) and asks only for the others;

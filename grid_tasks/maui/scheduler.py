@@ -22,11 +22,11 @@ from typing import Iterable
 
 from grid_tasks.maui.config import SchedulerConfig
 from grid_tasks.maui.engine import Engine, Placement
+from grid_tasks.maui.ever import EverStart
 from grid_tasks.maui.idle import IdleQueue
 from grid_tasks.maui.lean import LeanPass
 from grid_tasks.maui.model import (
     ACL, IterationResult, Job, Node, Reservation, ReservationKind, SchedulerError, Start,
-    by_shape,
 )
 from grid_tasks.maui.passes import Pass, PassStop
 from grid_tasks.maui.policies import machine_totals, policies_for
@@ -65,7 +65,8 @@ class Scheduler(QueriesMixin):
         self.fairshare.machine = machine  # type: ignore[assignment]
         self.throttle = Throttle(self.config)
         self.ranking = Ranking(self.config, self.fairshare)
-        self.queue = IdleQueue(self._may_ever_start, self.ranking, self._may_ever_start_all)
+        self.may_ever_start = EverStart(self.engine, self.throttle)
+        self.queue = IdleQueue(self.may_ever_start, self.ranking)
         self.idle: dict[str, Job] = self.queue.jobs  # read-only view; changed through self.queue
         self._accounted: dict[str, float] = {}
         self._offsets: tuple[float, ...] = ()
@@ -115,21 +116,6 @@ class Scheduler(QueriesMixin):
         self.seq = merged
         self.ranking.share(cache)
         self.queue.load(jobs, cache)
-
-    def _may_ever_start(self, job: Job) -> bool:
-        """False for a job that can never start: it cannot fit the usable nodes, or a
-        hard throttle refuses it even with nothing running (and no MAXIJOB counts it,
-        so leaving it out of the ranking changes no other job's fate)."""
-        throttle = self.throttle
-        return throttle.counts_idle(job) or (self.engine.can_ever_fit(job) and throttle.ever_allows(job))
-
-    def _may_ever_start_all(self, jobs: list[Job]) -> list[bool]:
-        """:meth:`_may_ever_start` of each job, asked once per job shape
-        (:func:`~grid_tasks.maui.model.by_shape`: all it reads is the job's size,
-        features and credentials; its id only keys a cache)."""
-        shapes, reps = by_shape(jobs)
-        verdicts = [self._may_ever_start(job) for job in reps]
-        return list(map(verdicts.__getitem__, shapes))
 
     def job_ended(self, job_id: str, now: float) -> None:
         """A running job left (completed, killed, cancelled): free the rest of its walltime."""

@@ -10,7 +10,7 @@ import pytest
 
 from grid_tasks.maui import Job, Node, Scheduler, SchedulerConfig
 from grid_tasks.maui import model as model_module
-from grid_tasks.maui import scheduler as scheduler_module
+from grid_tasks.maui import ever as ever_module
 from grid_tasks.maui.model import by_shape, job_shape
 from grid_tasks.states import NodeState
 
@@ -52,8 +52,8 @@ def _jobs(rng: random.Random, n: int) -> list[Job]:
 @pytest.mark.parametrize("seed", range(4))
 def test_each_job_gets_the_verdict_it_gets_alone(seed: int) -> None:
     sched, jobs = _scheduler(), _jobs(random.Random(seed), 1500)
-    alone = [sched._may_ever_start(j) for j in jobs]  # noqa: SLF001 - the reference
-    assert _scheduler()._may_ever_start_all(jobs) == alone  # noqa: SLF001
+    alone = [sched.may_ever_start(j) for j in jobs]  # the reference
+    assert _scheduler().may_ever_start.many(jobs) == alone
     assert any(alone) and not all(alone)  # both verdicts are at stake
 
 
@@ -68,8 +68,8 @@ def test_a_shape_without_one_of_its_attributes_is_caught(monkeypatch: pytest.Mon
     caught = False
     for _ in range(3):
         jobs = _jobs(rng, 1500)
-        alone = [_scheduler()._may_ever_start(j) for j in jobs]  # noqa: SLF001
-        caught |= _scheduler()._may_ever_start_all(jobs) != alone  # noqa: SLF001
+        alone = [_scheduler().may_ever_start(j) for j in jobs]
+        caught |= _scheduler().may_ever_start.many(jobs) != alone
     assert caught
 
 
@@ -78,4 +78,4 @@ def test_by_shape_numbers_each_job_by_its_first_equal() -> None:
             Job("d", tasks=2, user="v")]
     shapes, reps = by_shape(jobs)
     assert shapes == [0, 1, 0, 2] and [j.id for j in reps] == ["a", "b", "d"]
-    assert scheduler_module.by_shape is by_shape  # the scheduler asks through it
+    assert ever_module.by_shape is by_shape  # the verdicts are asked through it
