@@ -26,3 +26,15 @@ class IdleQueueChanges(Base):
 
     rm: Mapped[str] = mapped_column(String(64), primary_key=True)
     changes: Mapped[int] = mapped_column(BigInteger, nullable=False, default=0)
+
+
+class NodeChanges(Base):
+    """How many times ``rm``'s node list changed as the scheduler plans with it (rows
+    added or removed; name, processors, memory, disk, swap or features changed),
+    written only by the triggers of migration 0005 (:mod:`grid_tasks.scheduling.node_table`
+    reuses its last node list while the counter stands)."""
+
+    __tablename__ = "node_changes"
+
+    rm: Mapped[str] = mapped_column(String(64), primary_key=True)
+    changes: Mapped[int] = mapped_column(BigInteger, nullable=False, default=0)
