@@ -13,8 +13,9 @@ beyond a 10-node RM's.  So:
   nodes without a live heartbeat come back (:meth:`NodeRegistry.silent`): Redis checks
   the keys, this process decodes none.
 
-The core gets fresh :class:`~grid_tasks.maui.Node` copies each time (it changes a
-node's state in place).
+The core gets the kept :class:`~grid_tasks.maui.nodeset.NodeSet`: its schedulers answer
+for the nodes nothing touches per class of like nodes (:mod:`grid_tasks.maui.fresh`),
+and copy a node before changing its state.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from sqlalchemy.orm import Session
 from grid_tasks.db.models import Node as NodeRow
 from grid_tasks.db.models import NodeChanges
 from grid_tasks.maui import Node
+from grid_tasks.maui.nodeset import NodeSet
 from grid_tasks.states import NodeState
 
 _CHANGES = select(NodeChanges.changes).where(NodeChanges.rm == bindparam("rm"))
@@ -48,12 +50,16 @@ class NodeTable:
     changes: int
     templates: tuple[Node, ...]
     names: str  # the node names, one a line: the registry's script argument
+    #: the same nodes as the core's shared node set (never changed: a scheduler
+    #: over it copies a node before changing its state)
+    nodeset: NodeSet
 
     @classmethod
     def from_rows(cls, rm: str, changes: int, rows: Any) -> "NodeTable":
         nodes = tuple(Node(r.name, r.procs, r.memory_mb or 0, r.disk_mb or 0, r.swap_mb or 0,
                            frozenset(r.features or ())) for r in rows)
-        return cls(rm, changes, nodes, "\n".join(n.name for n in nodes))
+        return cls(rm, changes, nodes, "\n".join(n.name for n in nodes),
+                   NodeSet.of(n.copy() for n in nodes))
 
     def nodes(self) -> list[Node]:
         """Fresh copies of the nodes, in name order."""

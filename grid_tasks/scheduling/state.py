@@ -100,14 +100,14 @@ def _rm_config(session: Session, rm: str, topology: Any) -> SchedulerConfig:
     return policy_config(rm_policy_file(session, rm))
 
 
-def _rm_nodes(session: Session, rm: str, topology: Any) -> tuple[list[Node], Any]:
-    """The RM's nodes (fresh objects: the core changes their state) and, from SQL, the
-    kept :class:`~grid_tasks.scheduling.node_table.NodeTable` they came from."""
+def _rm_nodes(session: Session, rm: str, topology: Any) -> tuple[Any, Any]:
+    """The RM's nodes for a new core: from the topology a list, from SQL the shared node
+    set of the kept :class:`~grid_tasks.scheduling.node_table.NodeTable` (and the table)."""
     if topology is not None:
         return [Node(n.name, n.procs, n.memory_mb or 0, n.disk_mb or 0, n.swap_mb or 0,
                      frozenset(n.features)) for n in topology.rm(rm).nodes], None
     table = node_table(session, rm)
-    return table.nodes(), table
+    return table.nodeset, table
 
 
 def rm_policy_file(session: Session, rm: str) -> str | None:
@@ -119,14 +119,16 @@ def rm_policy_file(session: Session, rm: str) -> str | None:
     return found[0]
 
 
-def _node_states(registry: Any, rm: str, nodes: list[Node],
+def _node_states(registry: Any, rm: str, nodes: Any,
                  table: Any = None) -> dict[str, NodeState]:
     """Liveness of the RM's nodes: for a kept node table only the silent nodes (one
     script call, :meth:`~grid_tasks.node.registry.NodeRegistry.silent`), else every one."""
     if registry is None:
         return {}
-    if table is not None and hasattr(registry, "silent"):
-        return table.silent(registry)
+    if table is not None:
+        if hasattr(registry, "silent"):
+            return table.silent(registry)
+        nodes = table.templates
     found = registry.states([(rm, n.name) for n in nodes])  # states only: every iteration
     return {node: state for (_, node), state in found.items()}
 

@@ -14,6 +14,7 @@ from sqlalchemy import update
 from grid_tasks import db
 from grid_tasks.db.models import Node as NodeRow
 from grid_tasks.embedded.stack import prepare_database
+from grid_tasks.maui.nodeset import NodeSet
 from grid_tasks.node.registry import NodeRegistry, alive_key
 from grid_tasks.scheduling import node_table
 from grid_tasks.scheduling.node_table import NodeTable
@@ -75,8 +76,9 @@ def test_a_wrong_kept_list_changes_decisions(grid):
     with db.session_scope(sessions) as s:
         honest = load_scheduler(s, "rmA", now=time.time())
         table = node_table.node_table(s, "rmA")
-        bent = NodeTable(table.rm, table.changes, tuple(
-            n.copy() for n in table.templates[:1]), table.templates[0].name)
+        kept = tuple(n.copy() for n in table.templates[:1])
+        bent = NodeTable(table.rm, table.changes, kept, kept[0].name,
+                         NodeSet.of(n.copy() for n in kept))
         node_table._kept[s.get_bind()]["rmA"] = bent
         misled = load_scheduler(s, "rmA", now=time.time())
     assert sorted(honest.engine.nodes) == ["node1", "node2"]
