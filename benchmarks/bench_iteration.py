@@ -25,17 +25,19 @@ import tempfile
 import time
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # this checkout's grid_tasks, not another installed one
 
 
 def measure(settings, topology, n: int, *, profile: str | None = None,
-            skip: int = 0) -> dict[bool, tuple[list[float], list[float]]]:
+            skip: int = 0, ready: Any = None) -> dict[bool, tuple[list[float], list[float]]]:
     """Per kind (quick or not): (wall ms, CPU ms) of ``n`` iterations of it, each starting
     the one job just submitted; the kinds alternate, so machine drift weighs on both.
     ``profile``: cProfile every iteration but the first ``skip`` of each kind into
-    ``<profile>.quick.prof`` and ``<profile>.full.prof``."""
+    ``<profile>.quick.prof`` and ``<profile>.full.prof``.  ``ready()`` is called once
+    the nodes are registered, before the first iteration."""
     import cProfile
 
     import redis
@@ -57,6 +59,8 @@ def measure(settings, topology, n: int, *, profile: str | None = None,
     sessions = db.session_factory(db.get_engine(settings.database_url))
     rsl = "&(executable=/bin/true)(count=1)"
     sub = lower(rsl)[0]
+    if ready is not None:
+        ready()
     got: dict[bool, tuple[list[float], list[float]]] = {False: ([], []), True: ([], [])}
     profiles = {False: cProfile.Profile(), True: cProfile.Profile()} if profile else None
     try:

@@ -6,7 +6,8 @@ PostgreSQL (a private database on 127.0.0.1:5432, created and dropped here).  Pe
 point, as :mod:`bench_iteration` does: a job recorded as the gatekeeper records it,
 then the quick pass (the gatekeeper's, in place) or the full iteration (the scheduler
 worker's) that starts it, alternating; CPU of this thread per iteration (p50, min),
-and the ratio to the 10-node point of the same database measured in the same run.
+and the ratio to the 10-node p50 of the same database measured in the same run; and
+the Redis server's CPU per iteration (mean over both kinds, in the kernel's 10 ms ticks).
 
     .venv/bin/python benchmarks/bench_nodes.py [--nodes 10,100,1000] [--db sqlite,postgres]
         [--iterations 100] [--profile FILE]
@@ -33,6 +34,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # this checkout's grid_tasks, not another installed one
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
+import psutil  # noqa: E402
 from bench_iteration import measure  # noqa: E402
 
 PG_ADMIN = "postgresql://postgres@127.0.0.1:5432/postgres"
@@ -100,10 +102,20 @@ def point(nodes: int, database_url: str | None, tmp: Path, n: int,
         topology = load_topology(settings.topology_file)
         prepare_database(settings, topology)
         init_keys(work / "keys", "bench", now=datetime.now(timezone.utc))
-        got = measure(settings, topology, n + WARMUP, profile=profile, skip=WARMUP)
+        redis_cpu = psutil.Process(server.pid).cpu_times
+        before = [0.0]
+
+        def ready() -> None:  # the nodes registered: the iterations' own Redis CPU from here
+            before[0] = sum(redis_cpu()[:2])
+
+        got = measure(settings, topology, n + WARMUP, profile=profile, skip=WARMUP,
+                      ready=ready)
+        spent = (sum(redis_cpu()[:2]) - before[0]) * 1e3 / (2 * (n + WARMUP))
     finally:
         server.stop()
-    return {name: got[quick][1][WARMUP:] for quick, name in KINDS}
+    out = {name: got[quick][1][WARMUP:] for quick, name in KINDS}
+    out["redis"] = [spent]  # the server's CPU per iteration, both kinds (10 ms ticks)
+    return out
 
 
 def main() -> None:
@@ -140,6 +152,9 @@ def _line(db: str, nodes: int, got: dict[str, list[float]], base: dict[str, floa
     for name, cpus in got.items():
         p50 = statistics.median(cpus)
         base.setdefault(name, p50)
+        if name == "redis":
+            parts.append(f"redis {p50:5.2f}")
+            continue
         parts.append(f"{name} p50 {p50:6.2f} min {min(cpus):6.2f} "
                      f"({p50 / base[name]:.2f}x)")
     return "  ".join(parts)

@@ -17,17 +17,27 @@ from grid_tasks.states import NodeState
 
 #: ARGV: the key prefix (``grid_tasks``), the RM, its node names one a line.  Returns
 #: name, status pairs (status '' without a registration) for every node whose heartbeat
-#: is missing or not JSON (a foreign value: absent for :meth:`NodeRegistry.states` too).
+#: is missing or not JSON (a foreign value: absent for :meth:`NodeRegistry.states` too;
+#: the heartbeats' own JSON objects are known by their first byte, '{', and only other
+#: values are decoded).  The heartbeats are read 1,000 keys an MGET (Lua's stack bounds
+#: ``unpack``); ~1 us of Redis per node, where the client-side MGET cost ~10 us here.
 #: The keys are named from the arguments: every key of one RM, one server.
 SILENT_SCRIPT = """
 local alive = ARGV[1] .. ':alive:' .. ARGV[2] .. ':'
 local node = ARGV[1] .. ':node:' .. ARGV[2] .. ':'
+local names = {}
+for name in string.gmatch(ARGV[3], '[^\\n]+') do names[#names + 1] = name end
 local out = {}
-for name in string.gmatch(ARGV[3], '[^\\n]+') do
-  local beat = redis.call('GET', alive .. name)
-  if not beat or not pcall(cjson.decode, beat) then
-    out[#out + 1] = name
-    out[#out + 1] = redis.call('HGET', node .. name, 'status') or ''
+for first = 1, #names, 1000 do
+  local keys = {}
+  for i = first, math.min(first + 999, #names) do keys[#keys + 1] = alive .. names[i] end
+  local beats = redis.call('MGET', unpack(keys))
+  for k, beat in ipairs(beats) do
+    if not beat or (string.byte(beat, 1) ~= 123 and not pcall(cjson.decode, beat)) then
+      local name = names[first + k - 1]
+      out[#out + 1] = name
+      out[#out + 1] = redis.call('HGET', node .. name, 'status') or ''
+    end
   end
 end
 return out

@@ -104,3 +104,12 @@ def test_silent_nodes_as_states_sees_them(grid):
     assert registry.silent("rmA", "\n".join(names)) == expected
     assert table.silent(registry) == {"node2": NodeState.DOWN}
     assert json.loads(registry.client.get(alive_key("rmA", "node1")))["active"] == 2
+
+
+def test_silent_reads_past_one_mget_of_heartbeats(grid):
+    _, registry = grid
+    names = [f"x{i:04d}" for i in range(1005)]
+    registry.register("rmA", "x1003", {}, {}, "test", time.time())
+    found = registry.silent("rmA", "\n".join(names))
+    assert len(found) == 1004 and "x1003" not in found
+    assert set(found.values()) == {NodeState.UNKNOWN}
