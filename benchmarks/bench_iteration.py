@@ -25,14 +25,21 @@ import tempfile
 import time
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # this checkout's grid_tasks, not another installed one
 
 
-def measure(settings, topology, n: int) -> dict[bool, tuple[list[float], list[float]]]:
+def measure(settings, topology, n: int, *, profile: str | None = None,
+            skip: int = 0, ready: Any = None) -> dict[bool, tuple[list[float], list[float]]]:
     """Per kind (quick or not): (wall ms, CPU ms) of ``n`` iterations of it, each starting
-    the one job just submitted; the kinds alternate, so machine drift weighs on both."""
+    the one job just submitted; the kinds alternate, so machine drift weighs on both.
+    ``profile``: cProfile every iteration but the first ``skip`` of each kind into
+    ``<profile>.quick.prof`` and ``<profile>.full.prof``.  ``ready()`` is called once
+    the nodes are registered, before the first iteration."""
+    import cProfile
+
     import redis
 
     from grid_tasks import db
@@ -52,18 +59,26 @@ def measure(settings, topology, n: int) -> dict[bool, tuple[list[float], list[fl
     sessions = db.session_factory(db.get_engine(settings.database_url))
     rsl = "&(executable=/bin/true)(count=1)"
     sub = lower(rsl)[0]
+    if ready is not None:
+        ready()
     got: dict[bool, tuple[list[float], list[float]]] = {False: ([], []), True: ([], [])}
+    profiles = {False: cProfile.Profile(), True: cProfile.Profile()} if profile else None
     try:
         for i in range(2 * n):
             quick = bool(i % 2)
             with db.session_scope(sessions) as session:  # as the gatekeeper stores it
                 job_id, _ = insert_job(session, "rmA", rsl, sub, {"user": "bench"},
                                        datetime.now(timezone.utc), Outbox())
+            prof = profiles[quick] if profiles and i // 2 >= skip else None
+            if prof:
+                prof.enable()
             t0, c0 = time.perf_counter(), time.thread_time()
             report = run_iteration(app, "rmA", sessions=sessions, redis=client, quick=quick,
                                    registry=registry)
             got[quick][0].append((time.perf_counter() - t0) * 1e3)
             got[quick][1].append((time.thread_time() - c0) * 1e3)
+            if prof:
+                prof.disable()
             if report.started != [job_id]:
                 raise SystemExit(f"the iteration started {report.started}, not job {job_id}")
             with db.session_scope(sessions) as session:  # done: its processor is free again
@@ -73,6 +88,8 @@ def measure(settings, topology, n: int) -> dict[bool, tuple[list[float], list[fl
     finally:
         app.close()
         client.close()
+    for quick, prof in (profiles or {}).items():
+        prof.dump_stats(f"{profile}.{'quick' if quick else 'full'}.prof")
     return got
 
 

@@ -18,7 +18,8 @@ from .errors import SchemaAheadError, SchemaBehindError
 
 #: Every revision of ``grid_tasks/db/alembic/versions``, oldest first (keep in step).
 REVISIONS: tuple[str, ...] = ("0001", "0002_fence", "0003_jobs_queue_index",
-                              "0004_idle_queue_changes", "0005_idle_queue_log")
+                              "0004_idle_queue_changes", "0005_idle_queue_log",
+                              "0006_node_changes")
 #: The newest revision: the one a database must be at for the operator commands.
 HEAD_REVISION = REVISIONS[-1]
 #: Alembic's bookkeeping table (its default name; ``alembic/env.py`` keeps it).

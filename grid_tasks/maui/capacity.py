@@ -24,10 +24,15 @@ class CapacityCurve:
     """``F(w)`` for one iteration (one ``now``), kept exact as jobs start."""
 
     def __init__(self, now: float, profiles: Callable[[], Iterable[tuple[str, StepProfile, float]]],
-                 offsets: Iterable[float] = ()) -> None:
+                 offsets: Iterable[float] = (),
+                 fresh: Callable[[], tuple[float, int]] | None = None) -> None:
         self.now = now
         self._profiles = profiles  # yields (node, profile, cap at now) for the usable nodes
         self._extra = set(offsets)
+        #: (free now, nodes with some free) of the fresh nodes of an engine over a node
+        #: set (:mod:`grid_tasks.maui.fresh`): constant profiles, no drop, never by name
+        self._fresh = fresh
+        self.fresh_live = 0
         self.build()
 
     def _node(self, prof: StepProfile, cap: float) -> tuple[float, Events]:
@@ -57,7 +62,8 @@ class CapacityCurve:
         self.coords = sorted(offsets)
         self.index = {d: i for i, d in enumerate(self.coords)}
         self.tree = [0.0] * (len(self.coords) + 1)
-        self.total = sum(self.v0.values())
+        fresh_total, self.fresh_live = self._fresh() if self._fresh is not None else (0.0, 0)
+        self.total = sum(self.v0.values()) + fresh_total
         self.live = {n for n, v in self.v0.items() if v > 0}
         for events in self.ev.values():
             for d, dec in events:
@@ -78,6 +84,23 @@ class CapacityCurve:
             s += tree[count]
             count -= count & -count
         return s
+
+    def adopt(self, name: str, prof: StepProfile, cap: float) -> None:
+        """A fresh node is counted by itself from now on (its profile still constant:
+        it moves from the fresh sum to its own entry, the total unchanged)."""
+        if self.stale or name in self.v0:
+            return
+        v0, events = self._node(prof, cap)
+        self.v0[name], self.ev[name], self.caps[name] = v0, events, cap
+        if v0 > 0:
+            self.live.add(name)
+            self.fresh_live -= 1
+        for d, dec in events:  # none for a constant profile; kept exact all the same
+            i = self.index.get(d)
+            if i is None:
+                self.stale = True
+                return
+            self._add(i, dec)
 
     def refresh(self, name: str, prof: StepProfile) -> None:
         """The node's profile changed: redo its contribution."""
@@ -107,7 +130,14 @@ class CapacityCurve:
         return self.total - self._prefix(bisect_left(self.coords, w))
 
     def nodes_free_now(self) -> set[str]:
-        """Nodes with at least some processors free at ``now``."""
+        """Nodes with at least some processors free at ``now``, fresh ones left out
+        (:attr:`fresh_live` counts them)."""
         if self.stale:
             self.build()
         return self.live
+
+    def live_count(self) -> int:
+        """How many nodes have some processors free at ``now``, fresh ones included."""
+        if self.stale:
+            self.build()
+        return len(self.live) + self.fresh_live

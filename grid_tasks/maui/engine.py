@@ -17,8 +17,10 @@ from math import inf
 from grid_tasks.maui.allocation import allocation_policy, distribute
 from grid_tasks.maui.capacity import CapacityCurve
 from grid_tasks.maui.config import SchedulerConfig
+from grid_tasks.maui.fresh import FreshMixin, node_profiles
 from grid_tasks.maui.holds import Hold, HoldsMixin, Op
 from grid_tasks.maui.model import Job, Node, Reservation, SchedulerError
+from grid_tasks.maui.nodeset import NodeSet
 from grid_tasks.maui.policies.availability import Availability, availability_policy
 from grid_tasks.maui.profile import StepProfile
 from grid_tasks.maui.search import sweep_applies, sweep_find
@@ -43,10 +45,11 @@ def _node_dims(node: Node) -> tuple[int, int, int, int]:
     return (node.procs, node.memory, node.disk, node.swap)
 
 
-class Engine(HoldsMixin):
-    """Resource timelines of one cluster; answers "where and when does this fit"."""
+class Engine(HoldsMixin, FreshMixin):
+    """Resource timelines of one cluster; answers "where and when does this fit" (over a
+    NodeSet, untouched nodes per class: :mod:`grid_tasks.maui.fresh`)."""
 
-    def __init__(self, nodes: list[Node], config: SchedulerConfig,
+    def __init__(self, nodes: list[Node] | NodeSet, config: SchedulerConfig,
                  availability: Availability | None = None) -> None:
         self.config = config
         #: NODEAVAILABILITYPOLICY, chosen once: what a node can give at the present moment
@@ -65,6 +68,9 @@ class Engine(HoldsMixin):
         self._acl_index: dict[tuple[str, str], list[int]] = {}
         self._hold_list: list[Hold] = []
         self.curve: CapacityCurve | None = None
+        if isinstance(nodes, NodeSet):
+            self._init_from_set(nodes)
+            return
         for node in nodes:
             self.add_node(node)
 
@@ -72,12 +78,12 @@ class Engine(HoldsMixin):
     def add_node(self, node: Node) -> None:
         if node.name in self.nodes:
             raise SchedulerError(f"node {node.name} already exists")
+        if self.ns is not None:
+            self.add_to_set(node)
         self.nodes[node.name] = node
         self.nodes_changed()
         self.index[node.name] = len(self.index)
-        self.prof[node.name] = {
-            dim: StepProfile(amount) for dim, amount in zip(DIMS, _node_dims(node)) if amount > 0 or dim == "p"
-        }
+        dict.__setitem__(self.prof, node.name, node_profiles(node))
 
     def prune(self, now: float) -> None:
         for profs in self.prof.values():
@@ -111,6 +117,8 @@ class Engine(HoldsMixin):
         self._ever_job.clear()
         self._elig.clear()
         self.curve = None
+        if self.ns is not None:
+            self._split.clear()
 
     def holds_changed(self) -> None:
         self._acc.clear()
@@ -141,6 +149,8 @@ class Engine(HoldsMixin):
     def _can_ever_fit(self, job: Job) -> bool:
         key = (job.tasks, job.task_demand(), job.tasks_per_node, job.features)
         hit = self._ever.get(key)
+        if hit is None and self.ns is not None:
+            hit = self._ever[key] = self.ever_fits(job)
         if hit is None:
             total = 0
             for node in self.eligible(job):
@@ -173,11 +183,12 @@ class Engine(HoldsMixin):
             procs_now = self.avail.procs_now
 
             def profiles():
-                for name, node in self.nodes.items():
+                for node in self.individual_nodes():
                     if node.usable:
-                        yield name, self.prof[name]["p"], procs_now(node)
+                        yield node.name, self.prof[node.name]["p"], procs_now(node)
 
-            curve = self.curve = CapacityCurve(now, profiles, offsets)
+            fresh = self.fresh_free if self.ns is not None else None
+            curve = self.curve = CapacityCurve(now, profiles, offsets, fresh)
         return curve
 
     def iteration_over(self) -> None:

@@ -106,6 +106,13 @@ class Node:
     def usable(self) -> bool:
         return self.state in USABLE_STATES
 
+    def copy(self) -> "Node":
+        """A copy, unchecked (this one was checked): a scheduler changes its nodes'
+        state in place, so a node list kept between schedulers hands out copies."""
+        other = object.__new__(Node)
+        other.__dict__.update(self.__dict__)
+        return other
+
 
 _NONE: frozenset[str] = frozenset()
 

@@ -42,20 +42,24 @@ class QueriesMixin:
         if self.pool is not None:
             return False
         holds = eng.holds.values()
+        if eng.free_procs_fresh():
+            return False  # a fresh node (engine over a node set) is free and in no hold
         if self.config.availability_policy is not AvailabilityPolicy.DEDICATED:
             # the free-processors curve knows the nodes with min(free, procs - utilized) > 0
             # at now; one that no hold covers settles it without looking at every node
             held_on = {name for h in holds for name in h.rem}
             if any(name not in held_on for name in eng.capacity(now, self._offsets).nodes_free_now()):
                 return False
-        usable = [n for n in eng.nodes.values() if n.usable]
+        # over a node set the fresh nodes left have nothing free (the test above), as
+        # the test below would find: only the nodes looked at one by one remain
+        usable = [n for n in eng.individual_nodes() if n.usable]
         # what the holds keep on each node, summed in hold order (one pass over the holds,
         # not one per node: a full machine with many reservations asks this every start)
         held: dict[str, float] = {}
         for h in holds:
             for name, rem in h.rem.items():
                 held[name] = held.get(name, 0) + rem.value_at(now)
-        return bool(usable) and all(
+        return (bool(usable) or eng.fresh_count() > 0) and all(
             min(eng.prof[n.name]["p"].value_at(now) + held.get(n.name, 0),
                 n.procs - n.utilized_procs) <= 0
             for n in usable)

@@ -28,6 +28,7 @@ from grid_tasks.maui.lean import LeanPass
 from grid_tasks.maui.model import (
     ACL, IterationResult, Job, Node, Reservation, ReservationKind, SchedulerError, Start,
 )
+from grid_tasks.maui.nodeset import NodeSet
 from grid_tasks.maui.passes import Pass, PassStop
 from grid_tasks.maui.policies import machine_totals, policies_for
 from grid_tasks.maui.pool import Pool
@@ -47,15 +48,19 @@ _ID, _WALLTIME = attrgetter("id"), attrgetter("walltime")
 class Scheduler(QueriesMixin):
     """One cluster's Maui scheduler (pure: ``now`` is always an argument)."""
 
-    def __init__(self, nodes: Iterable[Node], config: SchedulerConfig | None = None) -> None:
+    def __init__(self, nodes: Iterable[Node] | NodeSet, config: SchedulerConfig | None = None) -> None:
+        """Over ``nodes``, or a :class:`NodeSet` shared by the schedulers of one node list
+        (the same decisions; its nodes are never changed: the engine copies one first)."""
         self.config = config or SchedulerConfig()
-        nodes = list(nodes)
+        shared = nodes if isinstance(nodes, NodeSet) and len(nodes) > 1 else None
+        nodes = list(shared.nodes.values()) if shared is not None else \
+            [n.copy() for n in nodes.nodes.values()] if isinstance(nodes, NodeSet) else list(nodes)
         if not nodes:
             raise SchedulerError("a scheduler needs at least one node")
-        machine = machine_totals(nodes)
+        machine = shared.machine() if shared is not None else machine_totals(nodes)
         policies = policies_for(self.config, machine)  # chosen once: no branching on names
         self.queue_policy, self.backfill = policies.queue, policies.backfill
-        self.engine = Engine(nodes, self.config, policies.availability)
+        self.engine = Engine(shared or nodes, self.config, policies.availability)
         self.seq: dict[str, int] = {}
         self.completed: set[str] = set()
         self.job_res: dict[str, Placement] = {}
@@ -168,7 +173,7 @@ class Scheduler(QueriesMixin):
     def update_node(self, name: str, now: float, **changes: object) -> None:
         """Change a node's state, load or utilized resources (from the node daemons)."""
         self._leave_pool(now)
-        node = self.engine.nodes.get(name)
+        node = self.engine.own(name)  # over a node set: the engine's copy
         if node is None:
             raise SchedulerError(f"no node named {name!r}")
         for key, value in changes.items():
@@ -286,9 +291,7 @@ class Scheduler(QueriesMixin):
 
     def _free_procs(self, now: float) -> int:
         """Processors free on usable nodes at ``now``, measured use counted (for GREEDY)."""
-        return int(sum(max(0, min(p["p"].value_at(now), n.procs - n.utilized_procs))
-                       for n, p in ((self.engine.nodes[k], v) for k, v in self.engine.prof.items())
-                       if n.usable))
+        return self.engine.free_procs_now(now)
 
     # -- helpers: starting and reserving -----------------------------------------------
     def _not_before(self, job: Job, now: float) -> float:
@@ -310,9 +313,11 @@ class Scheduler(QueriesMixin):
         bonus = sum(h.size for h in holds if h.res.start < end and h.res.end > now) if holds else 0
         if job.procs > curve.free_for(job.walltime) + bonus:
             return None  # not enough processors stay free that long anywhere
+        if eng.splits(job):  # fresh nodes per class, the same allocation
+            return eng.fit_split(job, holds, now, end, now)
         nodes, names = eng.eligible_set(job)
-        live = curve.nodes_free_now()
-        if len(live) < len(nodes) // 2:
+        live = curve.nodes_free_now()  # (fresh nodes left out: all of them free)
+        if len(live) + curve.fresh_live < len(nodes) // 2 and not curve.fresh_live:
             cand = {n for n in live if n in names}
             for h in holds:
                 cand.update(n for n in h.rem if n in names)

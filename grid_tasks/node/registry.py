@@ -27,6 +27,7 @@ from redis.retry import Retry
 
 from grid_tasks.errors import ConnectivityError, NotFoundError
 from grid_tasks.node.redis_errors import connectivity
+from grid_tasks.node.silent import silent_nodes
 from grid_tasks.security.config import RedisTLS, is_tls_url
 from grid_tasks.security.connections import redis_client
 from grid_tasks.settings import Settings
@@ -315,6 +316,11 @@ class NodeRegistry:
             raw = status.get(name)
             out[name] = node_state(_json(beat), {"status": raw.decode()} if raw else None)
         return out
+
+    def silent(self, rm: str, names: str) -> dict[str, NodeState]:
+        """Of ``rm``'s nodes ``names`` (one a line), those :meth:`states` finds without
+        a heartbeat, with their state; one script call (:mod:`grid_tasks.node.silent`)."""
+        return silent_nodes(self.client, PREFIX, rm, names)
 
     def node_names(self, rm: str) -> list[str]:
         """The nodes of ``rm`` ever registered (its own set: one RM's read does not grow

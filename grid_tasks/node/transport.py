@@ -46,6 +46,10 @@ POOL_WAIT_S = 20.0
 #: refresh; a channel with an expiring queue still gets one within this time.
 BINDING_REFRESH_S = 60.0
 
+#: Queue key names a channel keeps (:meth:`Channel._q_for_pri`): every priority step of
+#: a harness's thousands of node queues, with room to spare.
+_PRI_KEYS_KEPT = 50_000
+
 _pools: dict[str, redis.BlockingConnectionPool] = {}
 _pools_lock = threading.Lock()
 #: The channels of this process (a parked BRPOP is woken through them at shutdown).
@@ -73,12 +77,27 @@ class Channel(kombu_redis.Channel):  # type: ignore[misc]
     """kombu's Redis channel with the process-wide command pool (see the module doc)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self._pri_keys: dict[tuple[str, int], str] = {}
         super().__init__(*args, **kwargs)
         _channels.add(self)
         # kombu pinged through the async pool; that idle socket would stay open for
         # good in every channel that never consumes.  BRPOP reconnects on its own.
         if self._async_pool is not None:
             self._async_pool.disconnect(inuse_connections=False)
+
+    def _q_for_pri(self, queue: str, pri: int) -> str:
+        """kombu's Redis key of ``queue`` at priority ``pri``, kept once made.
+
+        Every BRPOP names each consumed queue at every priority step, and kombu makes
+        the names anew for each one: a scale harness consuming 500 node queues built
+        2,000 key names (a bisect and a format each) per message it received."""
+        keys = self._pri_keys
+        key = keys.get((queue, pri))
+        if key is None:
+            if len(keys) > _PRI_KEYS_KEPT:
+                keys.clear()
+            key = keys[(queue, pri)] = super()._q_for_pri(queue, pri)
+        return key
 
     def _get_pool(self, asynchronous: bool = False) -> Any:
         if asynchronous:

@@ -30,7 +30,6 @@ from sqlalchemy.orm import Session
 from grid_tasks.db import AccountingRecord as Acct
 from grid_tasks.db import ReservationKind, repository
 from grid_tasks.db.models import Job as JobRow
-from grid_tasks.db.models import Node as NodeRow
 from grid_tasks.db.models import Reservation as ReservationRow
 from grid_tasks.db.models import ResourceManager as RmRow
 from grid_tasks.errors import GridTasksError
@@ -43,6 +42,7 @@ from grid_tasks.maui.model import USABLE_STATES
 from grid_tasks.maui.priority import Fairshare
 from grid_tasks.scheduling.fences import hold_in
 from grid_tasks.scheduling.idle_queue import idle_core_jobs, queue_cache, read_queue
+from grid_tasks.scheduling.node_table import node_table
 # re-exported: the loader's callers know them from here
 from grid_tasks.scheduling.job_rows import (  # noqa: F401
     COLUMNS as _COLUMNS, DEFAULT_WALLTIME, IDLE_COLUMNS as _IDLE_COLUMNS, IDLE_MAUI_STATES,
@@ -101,13 +101,14 @@ def _rm_config(session: Session, rm: str, topology: Any) -> SchedulerConfig:
     return policy_config(rm_policy_file(session, rm))
 
 
-def _rm_nodes(session: Session, rm: str, topology: Any) -> list[Node]:
+def _rm_nodes(session: Session, rm: str, topology: Any) -> tuple[Any, Any]:
+    """The RM's nodes for a new core: from the topology a list, from SQL the shared node
+    set of the kept :class:`~grid_tasks.scheduling.node_table.NodeTable` (and the table)."""
     if topology is not None:
         return [Node(n.name, n.procs, n.memory_mb or 0, n.disk_mb or 0, n.swap_mb or 0,
-                     frozenset(n.features)) for n in topology.rm(rm).nodes]
-    return [Node(n.name, n.procs, n.memory_mb or 0, n.disk_mb or 0, n.swap_mb or 0,
-                 frozenset(n.features or ())) for n in session.connection().execute(
-                     _NODES, {"rm": rm})]
+                     frozenset(n.features)) for n in topology.rm(rm).nodes], None
+    table = node_table(session, rm)
+    return table.nodeset, table
 
 
 def rm_policy_file(session: Session, rm: str) -> str | None:
@@ -119,9 +120,16 @@ def rm_policy_file(session: Session, rm: str) -> str | None:
     return found[0]
 
 
-def _node_states(registry: Any, rm: str, nodes: list[Node]) -> dict[str, NodeState]:
+def _node_states(registry: Any, rm: str, nodes: Any,
+                 table: Any = None) -> dict[str, NodeState]:
+    """Liveness of the RM's nodes: for a kept node table only the silent nodes (one
+    script call, :meth:`~grid_tasks.node.registry.NodeRegistry.silent`), else every one."""
     if registry is None:
         return {}
+    if table is not None:
+        if hasattr(registry, "silent"):
+            return table.silent(registry)
+        nodes = table.templates
     found = registry.states([(rm, n.name) for n in nodes])  # states only: every iteration
     return {node: state for (_, node), state in found.items()}
 
@@ -169,9 +177,6 @@ _HOLDING = select(*_COLUMNS).where(holding_nodes(bindparam("rm"))).order_by(*_OR
 _LIVE = _LIVE.order_by(*_ORDER)
 # (plain rows: every iteration reads them, and only these columns)
 _POLICY_FILE = select(RmRow.policy_file).where(RmRow.name == bindparam("rm"))
-_NODES = select(NodeRow.name, NodeRow.procs, NodeRow.memory_mb, NodeRow.disk_mb,
-                NodeRow.swap_mb, NodeRow.features).where(
-    NodeRow.rm == bindparam("rm")).order_by(NodeRow.name)
 _RESERVATIONS = select(ReservationRow).where(
     ReservationRow.rm == bindparam("rm"), ReservationRow.end_time > bindparam("after")) \
     .order_by(ReservationRow.start_time, ReservationRow.id)
@@ -310,7 +315,7 @@ def load_scheduler(session: Session, rm: str, *, now: float, registry: Any = Non
     session.flush()
     if config is None:
         config = _rm_config(session, rm, topology)  # also: NotFoundError for an unknown RM
-    nodes = _rm_nodes(session, rm, topology)
+    nodes, table = _rm_nodes(session, rm, topology)
     sched = Scheduler(nodes, config)
     _charge_fairshare(sched, session, rm, now)
     rows = live_jobs(session, rm, idle=False)
@@ -328,7 +333,7 @@ def load_scheduler(session: Session, rm: str, *, now: float, registry: Any = Non
                                   within=_lenders_for(row))
         except GridTasksError as exc:
             log.warning("rm %s: reservation %s not honoured: %s", rm, row.name, exc)
-    for name, state in _node_states(registry, rm, nodes).items():
+    for name, state in _node_states(registry, rm, nodes, table).items():
         if state not in USABLE_STATES:
             sched.update_node(name, now, state=state)
     if queue is None or (idle_if_free and not observed and sched.nothing_free(now)):

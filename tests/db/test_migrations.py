@@ -31,7 +31,7 @@ def blank_url(request: pytest.FixtureRequest):
 def test_migrations_ship_inside_the_package() -> None:
     assert ALEMBIC_INI.is_file()
     assert (ALEMBIC_INI.parent / "alembic" / "versions").is_dir()
-    assert head_revision() == "0005_idle_queue_log"
+    assert head_revision() == "0006_node_changes"
 
 
 def test_migrate_is_idempotent(blank_url: str) -> None:

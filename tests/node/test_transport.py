@@ -69,3 +69,33 @@ def test_a_node_daemon_stops_at_once_on_sigterm_not_a_poll_later(node_worker):
     os.killpg(child.pid, signal.SIGTERM)
     child.process.wait(timeout=15)
     assert time.monotonic() - began < 3.0
+
+
+def test_queue_key_names_are_kombus_and_made_once():
+    """The BRPOP key of each queue and priority step is kombu's own name, made once per
+    channel (a harness's BRPOP names every node queue at every step per message)."""
+    from kombu.transport import redis as kombu_redis
+
+    from grid_tasks.node import transport
+
+    channel = transport.Channel.__new__(transport.Channel)
+    channel._pri_keys = {}
+    channel.priority_steps = kombu_redis.PRIORITY_STEPS
+    made = []
+    original = kombu_redis.Channel._q_for_pri
+
+    def counted(self, queue, pri):
+        made.append((queue, pri))
+        return original(self, queue, pri)
+
+    kombu_redis.Channel._q_for_pri = counted
+    try:
+        wanted = [(f"node.rmA.n{i}", pri) for i in range(3) for pri in (0, 3, 5, 9)]
+        first = [channel._q_for_pri(q, p) for q, p in wanted]
+        again = [channel._q_for_pri(q, p) for q, p in wanted]
+    finally:
+        kombu_redis.Channel._q_for_pri = original
+    plain = kombu_redis.Channel.__new__(kombu_redis.Channel)
+    plain.priority_steps = kombu_redis.PRIORITY_STEPS
+    assert first == again == [original(plain, q, p) for q, p in wanted]
+    assert made == wanted  # each name made once

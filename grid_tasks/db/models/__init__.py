@@ -4,7 +4,7 @@ from .accounting import AccountingRecord
 from .base import NAMING_CONVENTION, Base, EnumText, UTCDateTime
 from .fences import Fence
 from .jobs import BarrierState, CoallocatedJob, Job, JobStateHistory, Subjob
-from .queue_changes import IdleQueueChanges, IdleQueueLog
+from .queue_changes import IdleQueueChanges, IdleQueueLog, NodeChanges
 from .reservations import ACL_KEYS, Reservation, ReservationKind
 from .resources import Node, ResourceManager
 
@@ -22,6 +22,7 @@ __all__ = [
     "JobStateHistory",
     "NAMING_CONVENTION",
     "Node",
+    "NodeChanges",
     "Reservation",
     "ReservationKind",
     "ResourceManager",

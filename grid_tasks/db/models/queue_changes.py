@@ -14,7 +14,8 @@ Since migration 0005 each count is also logged with the job it counts
 (:class:`IdleQueueLog`): a scheduler that kept the queue at count ``c`` reads which
 jobs changed since, instead of every row's ``(id, version)``.  The counter row's lock
 makes counts and log rows committed in count order; the triggers keep the last
-:data:`LOG_KEEP` counts of each RM.
+:data:`LOG_KEEP` counts of each RM.  An RM's node list has a counter of its own,
+kept the same way (:class:`NodeChanges`, migration 0006).
 """
 
 from __future__ import annotations
@@ -49,3 +50,15 @@ class IdleQueueLog(Base):
     rm: Mapped[str] = mapped_column(String(64), primary_key=True)
     seq: Mapped[int] = mapped_column(BigInteger, primary_key=True)
     job_id: Mapped[int] = mapped_column(Integer, nullable=False)
+
+
+class NodeChanges(Base):
+    """How many times ``rm``'s node list changed as the scheduler plans with it (rows
+    added or removed; name, processors, memory, disk, swap or features changed),
+    written only by the triggers of migration 0006 (:mod:`grid_tasks.scheduling.node_table`
+    reuses its last node list while the counter stands)."""
+
+    __tablename__ = "node_changes"
+
+    rm: Mapped[str] = mapped_column(String(64), primary_key=True)
+    changes: Mapped[int] = mapped_column(BigInteger, nullable=False, default=0)
