@@ -26,8 +26,10 @@ class EverStart:
         return throttle.counts_idle(job) or (self.engine.can_ever_fit(job)
                                              and throttle.ever_allows(job))
 
-    def many(self, jobs: list[Job]) -> list[bool]:
-        """The verdict of each job, asked once per job shape."""
-        shapes, reps = by_shape(jobs)
+    def many(self, jobs: list[Job],
+             shaped: tuple[list[int], list[Job]] | None = None) -> list[bool]:
+        """The verdict of each job, asked once per job shape (``shaped``: the jobs'
+        :func:`~grid_tasks.maui.model.by_shape`, when the caller has it)."""
+        shapes, reps = by_shape(jobs) if shaped is None else shaped
         verdicts = [self(job) for job in reps]
         return list(map(verdicts.__getitem__, shapes))

@@ -17,11 +17,11 @@ from typing import Callable
 import numpy as np
 
 from grid_tasks.maui.ever import EverStart
-from grid_tasks.maui.model import Job
+from grid_tasks.maui.model import Job, by_shape
 from grid_tasks.maui.queue_cache import QueueCache, positions
 from grid_tasks.maui.ranking import Ranking
 
-_HOLDS, _DEPENDS, _ID = attrgetter("holds"), attrgetter("depends_on"), attrgetter("id")
+_HOLDS, _DEPENDS = attrgetter("holds"), attrgetter("depends_on")
 
 
 class IdleQueue:
@@ -68,7 +68,7 @@ class IdleQueue:
             return
         cache.loaded = None  # (freed before the new queue is built: a lower peak)
         ok = self._verdicts(jobs, cache)
-        ids = list(map(_ID, jobs))
+        ids = cache.ids_of(jobs)
         self.jobs.update(zip(ids, jobs))
         every = bool(ok.all())
         self.ready.update(self.jobs if every else compress(zip(ids, jobs), ok))
@@ -87,14 +87,20 @@ class IdleQueue:
         """Whether each job may ever start: the cache's verdict for a job object it
         judged last, else asked (once per job shape); the cache then holds
         this list's."""
-        src = positions(cache.judged, jobs)
-        ok = np.zeros(len(jobs), dtype=bool)
+        src, ids = positions(cache.judged_ids, jobs)
         hit = src >= 0
-        ok[hit] = cache.judged_ok[src[hit]]
-        new = np.flatnonzero(~hit).tolist()
-        if new:
-            ok[new] = self._may_ever_start.many([jobs[k] for k in new])
-        cache.judged, cache.judged_ok = jobs, ok
+        cache.shaped = None
+        if not hit.any():  # all new (a first load): the shapes are kept for the ranking
+            shapes, reps = by_shape(jobs)
+            cache.shaped = (jobs, shapes, reps)
+            ok = np.array(self._may_ever_start.many(jobs, (shapes, reps)), dtype=bool)
+        else:
+            ok = np.zeros(len(jobs), dtype=bool)
+            ok[hit] = cache.judged_ok[src[hit]]
+            new = np.flatnonzero(~hit).tolist()
+            if new:
+                ok[new] = self._may_ever_start.many([jobs[k] for k in new])
+        cache.judged, cache.judged_ok, cache.judged_ids = jobs, ok, ids
         return ok
 
     @property

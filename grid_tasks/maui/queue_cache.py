@@ -10,7 +10,8 @@ a :class:`QueueCache` keeps them between iterations for one resource manager:
   :class:`~grid_tasks.maui.ever.EverStart` of each (a boolean array: no object per job),
   valid while the nodes (their shapes and usable states) and the policy are those of
   ``key``; a new list takes the verdicts of the very objects it shares with it
-  (:func:`positions`) and asks only for the others;
+  (:func:`positions`, by the identities kept in ``judged_ids``) and asks only for the
+  others;
 * ``memo``: the ranking's fixed components per job scored one by one (a queue scored
   column-wise keeps them in ``columns`` only; :class:`~grid_tasks.maui.ranking.Ranking`),
   valid for the policy of ``key``;
@@ -52,6 +53,10 @@ class QueueCache:
     config: Any = None
     judged: list[Job] = field(default_factory=list)  # the jobs of judged_ok, in its order
     judged_ok: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
+    judged_ids: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.uint64))
+    #: (a list judged whole, each job's shape number, one job per shape: by_shape), so
+    #: the ranking weighs the same jobs' fixed components per shape without asking again
+    shaped: tuple[list[Job], list[int], list[Job]] | None = None
     memo: dict[str, tuple[Job, tuple[float | None, ...]]] = field(default_factory=dict)
     columns: Any = None  # the ranking's (jobs, arrays) of its last vector scoring
     jobs: list[Job] = field(default_factory=list)  # the last queue loaded
@@ -68,6 +73,7 @@ class QueueCache:
             self.memo, self.columns = {}, None
         if config is not self.config or key != self.key:
             self.judged, self.judged_ok, self.loaded = [], np.zeros(0, dtype=bool), None
+            self.judged_ids, self.shaped = np.zeros(0, dtype=np.uint64), None
         self.config, self.key = config, key
 
     def numbering(self, jobs: list[Job], first: int) -> dict[str, int]:
@@ -83,6 +89,13 @@ class QueueCache:
         self.numbered = (jobs, first, seq)
         return seq
 
+    def ids_of(self, jobs: list[Job]) -> list[str]:
+        """The jobs' ids in list order (the numbering's keys, when it numbered them)."""
+        kept = self.numbered
+        if kept is not None and kept[0] is jobs and len(kept[2]) == len(jobs):
+            return list(kept[2])
+        return list(map(_ID, jobs))
+
     def prune(self, jobs: list[Job]) -> None:
         """Forget jobs no longer queued, once they are a quarter of what is kept."""
         if jobs is self.jobs:
@@ -95,16 +108,21 @@ class QueueCache:
         self.memo = {k: v for k, v in self.memo.items() if k in ids}
 
 
-def positions(old: Sequence[Job], new: Sequence[Job]) -> np.ndarray:
-    """For each job of ``new``, the position of that very object in ``old``, else -1
-    (matched by identity, through sorted ``id()`` columns: a dict of 100,000 int keys
-    per change cost time and left memory fragmented; ``old`` holds its objects, so no
-    address of one is reused while it is compared)."""
+def identities(jobs: Sequence[Job]) -> np.ndarray:
+    """The objects' identities (``id()``) as a column, to match lists by object."""
+    return np.fromiter(map(id, jobs), np.uint64, len(jobs))
+
+
+def positions(old: np.ndarray, new: Sequence[Job]) -> tuple[np.ndarray, np.ndarray]:
+    """For each job of ``new``, the position of that very object in the list whose
+    :func:`identities` are ``old``, else -1; and ``new``'s identities (kept by the
+    caller for the next match).  Matched through sorted columns: a dict of 100,000
+    int keys per change cost time and left memory fragmented.  The old list must be
+    alive (held by the caller): no address of one of its objects is reused then."""
+    news = identities(new)
     if not len(old) or not len(new):
-        return np.full(len(new), -1, dtype=np.int64)
-    olds = np.fromiter(map(id, old), np.uint64, len(old))
-    news = np.fromiter(map(id, new), np.uint64, len(new))
-    sorter = np.argsort(olds, kind="stable")
-    at = np.minimum(np.searchsorted(olds[sorter], news), len(old) - 1)
-    hit = olds[sorter[at]] == news
-    return np.where(hit, sorter[at], -1).astype(np.int64)
+        return np.full(len(new), -1, dtype=np.int64), news
+    sorter = np.argsort(old, kind="stable")
+    at = np.minimum(np.searchsorted(old[sorter], news), len(old) - 1)
+    hit = old[sorter[at]] == news
+    return np.where(hit, sorter[at], -1).astype(np.int64), news

@@ -22,7 +22,7 @@ import numpy as np
 
 from grid_tasks.maui.config import SchedulerConfig
 from grid_tasks.maui.model import Job, by_shape
-from grid_tasks.maui.queue_cache import positions
+from grid_tasks.maui.queue_cache import identities, positions
 from grid_tasks.maui.priority import (
     _CREDENTIAL_ATTRS, FIXED, RAW, Fairshare, RawFn, Terms, weighted_terms,
 )
@@ -86,8 +86,10 @@ class Ranking:
         if last is None or last[0] is not ranked or last[2] is None:
             return None
         cols = last[2]
-        if cols.walls is None:
-            cols.walls = tuple(np.unique(cols.wall).tolist())
+        if cols.walls is None:  # (distinct values sorted; np.unique imported numpy.ma)
+            wall = np.sort(cols.wall)
+            cols.walls = tuple(wall[np.concatenate(([True], wall[1:] != wall[:-1]))].tolist()
+                               if len(wall) else ())
         return cols.walls
 
     def _by_score(self, jobs: list[Job], seq: dict[str, int], now: float,
@@ -208,11 +210,12 @@ class Ranking:
                         np.fromiter(map(_SUBMIT, jobs), float, n),
                         np.fromiter(map(_WALL, jobs), float, n),
                         np.fromiter(map(_TASKS, jobs), float, n)
-                        * np.fromiter(map(_PER_TASK, jobs), float, n))  # (Job.procs)
+                        * np.fromiter(map(_PER_TASK, jobs), float, n),  # (Job.procs)
+                        identities(jobs))
         shapes: tuple[list[Job], np.ndarray] | None = None
         for k, (cw, subs, is_fixed) in enumerate(self.terms):
             if is_fixed:
-                shapes = shapes or _shapes(jobs)
+                shapes = shapes or _shapes(jobs, self.cache)
                 cols.fixed[k] = self._fixed_column(shapes, now, cw, subs)
         return cols
 
@@ -232,7 +235,7 @@ class Ranking:
 
     def _carry(self, old: "_Columns", jobs: Sequence[Job], now: float) -> "_Columns":
         """Columns of ``jobs`` from ``old`` (matched by job object) and the new jobs'."""
-        src = positions(old.jobs, jobs)
+        src, ids = positions(old.ids, jobs)
         new_at = np.flatnonzero(src < 0)
         fresh = self._build([jobs[i] for i in new_at.tolist()], now)
         take = np.where(src < 0, 0, src)
@@ -244,7 +247,7 @@ class Ranking:
 
         cols = _Columns(list(jobs), {k: merge(v, fresh.fixed[k]) for k, v in old.fixed.items()},
                         merge(old.priority, fresh.priority), merge(old.submit, fresh.submit),
-                        merge(old.wall, fresh.wall), merge(old.procs, fresh.procs))
+                        merge(old.wall, fresh.wall), merge(old.procs, fresh.procs), ids)
         for sub, (reps, index, first) in old.names.items():
             reps, first = list(reps), dict(first)
             attr = _CREDENTIAL_ATTRS[sub[2:]]
@@ -287,10 +290,14 @@ def _names(jobs: Sequence[Job], attr: str) -> tuple[list[Job], np.ndarray, dict[
             np.fromiter(map(first.__getitem__, names), np.int64, len(names)), first)
 
 
-def _shapes(jobs: Sequence[Job]) -> tuple[list[Job], np.ndarray]:
-    """One job per distinct job shape of ``jobs``, and the position of each
-    job's shape there."""
-    shapes, reps = by_shape(jobs)
+def _shapes(jobs: Sequence[Job], cache: Any) -> tuple[list[Job], np.ndarray]:
+    """One job per distinct job shape of ``jobs``, and the position of each job's
+    shape there (the cache's, when it judged these very jobs whole)."""
+    shaped = cache.shaped if cache is not None else None
+    if shaped is not None and len(shaped[0]) == len(jobs) and shaped[0] == jobs:
+        _, shapes, reps = shaped  # (list ==: the same objects, element by element)
+    else:
+        shapes, reps = by_shape(jobs)
     return reps, np.array(shapes, dtype=np.int64)
 
 
@@ -305,6 +312,7 @@ class _Columns:
     submit: np.ndarray
     wall: np.ndarray
     procs: np.ndarray
+    ids: np.ndarray  # the jobs' identities (queue_cache.identities), to match the next list
     walls: tuple[float, ...] | None = None  # the distinct walltimes (see walltimes_of)
     #: per fairshare subcomponent: (one job per credential name, each job's name's
     #: position there, name -> position)

@@ -80,12 +80,13 @@ _STATEMENTS: dict[tuple[str, bool], Any] = {}
 
 @dataclass
 class QueueColumns:
-    """An RM's idle rows: ``pairs`` (n x 2: id, version) and each row's ``priority`` in
-    queue order, and the raw columns the jobs are built from in the order read
-    (``order``: the read position of each queue position)."""
+    """An RM's idle rows: ``pairs`` (n x 2: id, version), each row's ``priority`` and
+    ``submit`` in queue order, and the raw columns the jobs are built from in the order
+    read (``order``: the read position of each queue position)."""
 
     pairs: np.ndarray
     priority: np.ndarray
+    submit: np.ndarray  # each row's submission time (POSIX seconds), in queue order
     columns: list[list[Any]]
     order: np.ndarray
 
@@ -153,7 +154,7 @@ def _columns(columns: list[list[Any]]) -> QueueColumns | None:
     priority = np.array(columns[_PRIORITY], dtype=np.int64)
     order = ordered(ids, priority, submit)
     pairs = np.column_stack((ids, np.array(columns[_VERSION], dtype=np.int64)))[order]
-    return QueueColumns(pairs.reshape(-1, 2), priority[order], columns, order)
+    return QueueColumns(pairs.reshape(-1, 2), priority[order], submit[order], columns, order)
 
 
 def _fetch_columns(result: Any) -> list[list[Any]]:

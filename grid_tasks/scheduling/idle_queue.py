@@ -84,6 +84,7 @@ class QueueImage:
     cache: QueueCache = field(default_factory=QueueCache)
     changes: int | None = None  # the RM's change counter read before ``rows``
     priority: np.ndarray | None = None  # each row's queue priority, in ``rows`` order
+    submit: np.ndarray | None = None  # each job's submission time, in ``rows`` order
 
 
 _images: dict[tuple[str, str], QueueImage] = {}
@@ -129,7 +130,8 @@ def _apply_log(session: Any, queue: QueueSnapshot, image: QueueImage) -> QueueIm
     """``image`` with the jobs logged since its count read again: those idle now merged
     in queue order, the others dropped; None when it cannot be (no count or priority
     kept, a count missing from the log, too many jobs, a NULL submission time)."""
-    if image.changes is None or image.priority is None or queue.changes < image.changes:
+    if image.changes is None or image.priority is None or image.submit is None \
+            or queue.changes < image.changes:
         return None
     rm, conn = queue.key[1], session.connection()
     logged = list(conn.scalars(_LOGGED, {"rm": rm, "since": image.changes,
@@ -142,10 +144,10 @@ def _apply_log(session: Any, queue: QueueSnapshot, image: QueueImage) -> QueueIm
     cols = read_rows(session, rm, changed.tolist())
     if cols is None:
         return None
-    pairs, jobs, priority = merged(image.rows, image.jobs, image.priority, changed,
-                                   cols.pairs, cols.priority, cols.jobs())
-    return QueueImage(queue.created, flat_of(pairs), jobs, image.cache, queue.changes,
-                      priority)
+    rows, jobs, priority, submit = merged(
+        (image.rows, image.jobs, image.priority, image.submit), changed,
+        (flat_of(cols.pairs), cols.jobs(), cols.priority, cols.submit))
+    return QueueImage(queue.created, rows, jobs, image.cache, queue.changes, priority, submit)
 
 
 def _reload(session: Any, queue: QueueSnapshot, image: QueueImage | None) -> QueueSnapshot:
@@ -179,7 +181,7 @@ def _image_of_columns(queue: QueueSnapshot, cols: QueueColumns,
             jobs[k] = job
     return QueueImage(queue.created, flat_of(cols.pairs), jobs,
                       image.cache if image is not None else QueueCache(), queue.changes,
-                      cols.priority)
+                      cols.priority, cols.submit)
 
 
 def _flat(session: Any, stmt: Any, rm: str) -> array:

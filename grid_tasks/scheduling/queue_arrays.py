@@ -10,15 +10,11 @@ from __future__ import annotations
 
 from array import array
 from itertools import compress
-from operator import attrgetter
 from typing import Any
 
 import numpy as np
 
 from grid_tasks.maui import Job
-
-_SUBMIT = attrgetter("submit_time")
-
 
 def pairs_of(flat: array) -> np.ndarray:
     """A flat ``(id, version, ...)`` array as an n x 2 int64 array."""
@@ -64,20 +60,23 @@ def ordered(ids: np.ndarray, priority: np.ndarray, submit: np.ndarray) -> np.nda
     return np.lexsort((ids, submit, -priority))
 
 
-def merged(rows: array, jobs: list[Job], priority: np.ndarray, changed: np.ndarray,
-           new_pairs: np.ndarray, new_priority: np.ndarray,
-           new_jobs: list[Job]) -> tuple[np.ndarray, list[Job], np.ndarray]:
-    """The queue after a change: the kept ``rows`` (with their ``jobs`` and
-    ``priority``) but those of the ``changed`` ids, and the changed ones that are idle
-    now (``new_*``), in queue order: (pairs, jobs, priority)."""
+#: A queue as kept: flat ``(id, version)`` rows, their core jobs, queue priorities and
+#: submission times, all in queue order.
+Queue = tuple[array, list[Job], np.ndarray, np.ndarray]
+
+
+def merged(kept: Queue, changed: np.ndarray, new: Queue) -> Queue:
+    """The queue after a change: the ``kept`` one but the jobs of the ``changed`` ids,
+    and the changed ones that are idle now (``new``), in queue order."""
+    rows, jobs, priority, submit = kept
     old = pairs_of(rows)
     keep = ~np.isin(old[:, 0], changed)
-    submit = np.fromiter(map(_SUBMIT, jobs), float, len(jobs))[keep]
-    pairs = np.concatenate((old[keep], new_pairs.reshape(-1, 2)))
-    prio = np.concatenate((priority[keep], new_priority))
-    submit = np.concatenate((submit, np.fromiter(map(_SUBMIT, new_jobs), float, len(new_jobs))))
-    order = ordered(pairs[:, 0], prio, submit)
+    pairs = np.concatenate((old[keep], pairs_of(new[0])))
+    priority = np.concatenate((priority[keep], new[2]))
+    submit = np.concatenate((submit[keep], new[3]))
+    order = ordered(pairs[:, 0], priority, submit)
     every = np.empty(len(pairs), dtype=object)
-    every[:int(keep.sum())] = list(compress(jobs, keep.tolist()))
-    every[int(keep.sum()):] = new_jobs
-    return pairs[order], every[order].tolist(), prio[order]
+    held = int(keep.sum())
+    every[:held] = list(compress(jobs, keep.tolist()))
+    every[held:] = new[1]
+    return flat_of(pairs[order]), every[order].tolist(), priority[order], submit[order]
