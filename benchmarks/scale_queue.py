@@ -3,7 +3,9 @@
 Per depth and database, in a fresh process (so "first" is a scheduler worker's first
 iteration): the live iteration of the deep RM (``run_iteration``, recovery included)
 the first time, warm after a change (new jobs submitted, one cancelled), and with
-nothing changed since the last; the scheduler's memory per queued job (RSS growth of
+nothing changed since the last; then, everything kept forgotten, a new scheduler
+process's warm start (``scheduling.warm_start``: the RM's queue loaded before the
+worker's first task) and its first iteration after it; the scheduler's memory per queued job (RSS growth of
 the process over its iterations, divided by the depth); and the other RM's throughput
 meanwhile: jobs/s of a loop that submits a job on rmB and runs rmB's iteration to start
 it, alone, while rmA's iteration runs back to back in another thread of the same
@@ -43,6 +45,12 @@ PG_ADMIN = "postgresql://postgres@127.0.0.1:5432/postgres"
 DEPTHS = (10_000, 50_000, 100_000)
 
 
+#: The iterations timed, in the table's order, and their column labels.
+KINDS = ("first", "started", "after_start", "warm", "unchanged")
+LABELS = {"first": "first", "started": "start", "after_start": "after start",
+          "warm": "warm (changed)", "unchanged": "unchanged"}
+
+
 def scale_queue(depths: tuple[int, ...] = DEPTHS, backends: tuple[str, ...] = ("sqlite", "postgresql"),
                 seconds: float = 6.0, out: Callable[[str], None] = print) -> list[dict[str, Any]]:
     """Measure every depth on every backend (each in a child process); print the table
@@ -51,8 +59,10 @@ def scale_queue(depths: tuple[int, ...] = DEPTHS, backends: tuple[str, ...] = ("
     out("deep queue on one RM (rmA); iteration CPU s (wall s); ratios to the first depth;")
     out("rmB jobs/s alone, then beside deep rmA: in the same worker / spaced in the same "
         "worker / in its own process (ratio to alone; rmA iterations/s)")
-    out(f"{'db':<11}{'depth':>8}  {'first':>15}  {'warm (changed)':>15}  {'unchanged':>15}"
-        f"  {'KB/job':>7}  {'alone':>6}  {'same worker':>22}  {'spaced':>22}"
+    out("start: a new scheduler process's warm start (its RMs' queues loaded before its "
+        "first task); after: its first iteration then")
+    out(f"{'db':<11}{'depth':>8}" + "".join(f"  {LABELS[k]:>15}" for k in KINDS)
+        + f"  {'KB/job':>7}  {'alone':>6}  {'same worker':>22}  {'spaced':>22}"
         f"  {'own process':>22}")
     for backend in backends:
         for depth in depths:  # each line as soon as it is measured (a run takes minutes)
@@ -93,15 +103,15 @@ def scale_queue_peer(depths: tuple[int, ...], backends: tuple[str, ...], seconds
 
 def _line(r: dict[str, Any], b: dict[str, Any], out: Callable[[str], None]) -> None:
     """One run's figures, and its ratios to ``b`` (the backend's first depth)."""
-    cells = [f"{r[k]['cpu']:.3f} ({r[k]['wall']:.2f})" for k in ("first", "warm", "unchanged")]
+    cells = [f"{r[k]['cpu']:.3f} ({r[k]['wall']:.2f})" if k in r else "-" for k in KINDS]
     thr = r["throughput"]
-    out(f"{r['backend']:<11}{r['depth']:>8,}  {cells[0]:>15}  {cells[1]:>15}  {cells[2]:>15}"
-        f"  {r['kb_per_job']:>7.2f}  {thr['alone']:>6.1f}" + "".join(
+    out(f"{r['backend']:<11}{r['depth']:>8,}" + "".join(f"  {c:>15}" for c in cells)
+        + f"  {r['kb_per_job']:>7.2f}  {thr['alone']:>6.1f}" + "".join(
             f"  {thr[k]:>6.1f} ({thr[k] / thr['alone']:.2f}x; {thr['deep_per_s'][k]:>5.2f}/s)"
             for k in ("with_deep", "spaced", "own_process")))
     if r is not b:
-        ratios = ", ".join(f"{k} x{r[k]['cpu'] / b[k]['cpu']:.2f}"
-                           for k in ("first", "warm", "unchanged"))
+        ratios = ", ".join(f"{k} x{r[k]['cpu'] / max(b[k]['cpu'], 1e-9):.2f}"
+                           for k in KINDS if k in r and k in b)
         out(f"{'':<11}{'':>8}  CPU vs {b['depth']:,}: {ratios}, KB/job "
             f"x{r['kb_per_job'] / max(b['kb_per_job'], 1e-9):.2f} (depth x{r['depth'] / b['depth']:.0f})")
 
@@ -125,9 +135,12 @@ def _measure(backend: str, depth: int, seconds: float) -> dict[str, Any]:
                 warm.append(bench.iterate_deep())
             unchanged += [bench.iterate_deep() for _ in range(3)]
             rss1 = bench.rss()
+            started = bench.restart()  # a new process's warm start, then its first
+            after_start = bench.iterate_deep()
             throughput = bench.throughput(seconds)
     return {"backend": backend, "depth": depth, "first": first,
-            "warm": _median(warm), "unchanged": _median(unchanged),
+            "warm": _median(warm), "unchanged": _median(unchanged), "started": started,
+            "after_start": after_start,
             "kb_per_job": max(0, rss1 - rss0) / depth / 1024, "throughput": throughput}
 
 

@@ -166,6 +166,24 @@ class QueueBench:
             raise SystemExit(f"the deep RM started {report.started}: the set-up is wrong")
         return figures
 
+    def restart(self) -> dict[str, float]:
+        """What a new scheduler process does before its first task (the warm start of
+        grid_tasks.scheduling.warm_start: rmA's queue loaded, the core run once in
+        memory), after forgetting what this process kept: CPU and wall seconds (a tree
+        without a warm start, e.g. an older peer, only forgets)."""
+        from grid_tasks.scheduling import idle_queue
+        idle_queue.forget("rmA")
+        gc.collect()
+        try:
+            from grid_tasks.scheduling.warm_start import warm_queues
+        except ImportError:
+            return {"cpu": 0.0, "wall": 0.0}
+        from grid_tasks.services import Services
+        services = Services(self.settings)
+        t0, c0 = time.perf_counter(), time.thread_time()
+        warm_queues(services, ["rmA"])
+        return {"cpu": time.thread_time() - c0, "wall": time.perf_counter() - t0}
+
     @staticmethod
     def rss() -> int:
         """Resident set size of this process now (bytes), after a collection."""

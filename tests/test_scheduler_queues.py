@@ -106,7 +106,8 @@ def test_an_rm_marked_own_is_iterated_by_its_own_process(settings, grid_env,
     sup = Supervisor(tmp_path / "logs")
     tail = ["--no-check", "-l", "WARNING", "--", "-I", "tests.iteration_marks"]
     try:
-        own = sup.spawn("own", [*grid_tasks_command, "worker", "--iterations", "rmA", *tail],
+        own = sup.spawn("own", [*grid_tasks_command, "worker", "--iterations", "rmA",
+                                "--no-check", "-l", "INFO", "--", "-I", "tests.iteration_marks"],
                         env=env)
         shared = sup.spawn("shared", [*grid_tasks_command, "worker", "--scheduler", *tail],
                            env=env)
@@ -124,6 +125,8 @@ def test_an_rm_marked_own_is_iterated_by_its_own_process(settings, grid_env,
         found = until(ran, 60, f"both RMs' iterations:\n{own.log_tail(10)}\n"
                                f"{shared.log_tail(10)}")
         assert found == {"rmA": {own.pid}, "rmB": {shared.pid}}
+        # rmA's queue was loaded before the worker took its first task (warm_start)
+        assert "warm start: rmA" in own.log_path.read_text(errors="replace")
     finally:
         pids = sup.all_pids()
         sup.stop_all(timeout=10)

@@ -20,6 +20,7 @@ from grid_tasks.errors import GridTasksError
 from grid_tasks.maui.cfg import load_maui_config
 from grid_tasks.node.registry import NodeRegistry
 from grid_tasks.scheduling.nodes import watch_nodes as watch
+from grid_tasks.scheduling import warm_start  # noqa: F401 - loads the RMs' queues at start
 from grid_tasks.scheduling.runner import iterate_here
 from grid_tasks.services import services_for
 from grid_tasks.settings import app_settings
