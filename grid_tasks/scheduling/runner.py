@@ -68,7 +68,7 @@ def iterate_here(services: Services, rm: str, events: Sequence[Any] = (), *,
     pass (see :func:`~grid_tasks.scheduling.iteration.run_iteration`); runs for
     triggers that came in meanwhile are full ones."""
     client = services.redis
-    if _slurm(services, rm):
+    if slurm_scheduled(services, rm):
         for event in events:
             publish(client, event)
         return 0
@@ -158,7 +158,7 @@ def _defer(services: Services, rm: str, rest: float) -> None:
         send_iteration(services.app, rm, why="spacing", countdown=rest)
 
 
-def _slurm(services: Services, rm: str) -> bool:
+def slurm_scheduled(services: Services, rm: str) -> bool:
     """Whether ``rm`` is a Slurm cluster (its topology ``kind``): Slurm schedules it."""
     topology = topology_of(services.settings.topology_file)
     spec = topology.rms.get(rm) if topology is not None else None

@@ -26,6 +26,7 @@ from grid_tasks.db import session_scope
 from grid_tasks.errors import GridTasksError
 from grid_tasks.node.registry import NodeRegistry
 from grid_tasks.queues import ITERATION_PREFIX
+from grid_tasks.scheduling.runner import slurm_scheduled
 from grid_tasks.scheduling.state import load_scheduler
 from grid_tasks.services import Services, services_for
 
@@ -39,6 +40,8 @@ def warm_queues(services: Services, rms: Iterable[str]) -> dict[str, float]:
     registry = NodeRegistry(services.redis, services.settings.heartbeat_ttl)
     took = {}
     for rm in rms:
+        if slurm_scheduled(services, rm):
+            continue  # Slurm keeps its own queue: nothing of it is kept here
         began = time.perf_counter()
         now = services.clock.time()
         try:

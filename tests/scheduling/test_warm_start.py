@@ -77,3 +77,13 @@ def test_a_worker_warms_the_rms_whose_iteration_queues_it_consumes(services, mon
     app.amqp.queues.consume_from = {"gatekeeper.rmA": 1}  # no iterations here: nothing
     warm_start._at_worker_setup(instance=SimpleNamespace(app=app))  # noqa: SLF001
     assert warmed == []
+
+
+def test_a_slurm_cluster_is_not_loaded(services, tmp_path, caplog):
+    topology = tmp_path / "grid.toml"
+    topology.write_text(services.settings.topology_file.read_text()
+                        + '\n[rm.cluster]\nkind = "slurm"\nslurm_conf = "/etc/slurm/slurm.conf"\n')
+    mine = Services(services.settings.replace(topology_file=topology))
+    with caplog.at_level(logging.WARNING, logger=warm_start.__name__):
+        assert warm_start.warm_queues(mine, ["cluster"]) == {}
+    assert caplog.text == ""  # skipped as Slurm's, not failed
