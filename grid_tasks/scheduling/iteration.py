@@ -95,7 +95,8 @@ def run_iteration(app: Any, rm: str, *, sessions: Any, redis: Any, registry: Any
                           report, settings)
         guard = grid_reservations.prepare(session, rm, now, redis)  # restore, prune
         sched = load_scheduler(session, rm, now=now, registry=registry, observed=bool(modules),
-                               idle_if_free=True, config=policy_config(policy_file))
+                               idle_if_free=True, config=policy_config(policy_file),
+                               kept=True)
         # the core decides without effects; its modules observe the result afterwards,
         # inside this transaction (a module's SQL error rolls the iteration back)
         observers = Observers(modules)

@@ -40,6 +40,7 @@ from grid_tasks.maui.cfg import MauiConfig, load_maui_config, parse_maui_config
 from grid_tasks.maui.cfgbridge import scheduler_config
 from grid_tasks.maui.model import USABLE_STATES
 from grid_tasks.maui.priority import Fairshare
+from grid_tasks.maui.queue_cache import QueueCache
 from grid_tasks.scheduling.fences import hold_in
 from grid_tasks.scheduling.idle_queue import idle_core_jobs, queue_cache, read_queue
 from grid_tasks.scheduling.node_table import node_table
@@ -293,7 +294,7 @@ def _charge_rows(entry: _Usage, session: Session, window: dict[str, Any]) -> int
 def load_scheduler(session: Session, rm: str, *, now: float, registry: Any = None,
                    topology: Any = None, observed: bool = False,
                    idle_if_free: bool = False, idle: bool = True,
-                   config: SchedulerConfig | None = None) -> Scheduler:
+                   config: SchedulerConfig | None = None, kept: bool = False) -> Scheduler:
     """The Maui core of ``rm`` at ``now`` (POSIX seconds) with its SQL state loaded.
 
     ``registry`` (a NodeRegistry) supplies node liveness: silent nodes are Unknown
@@ -308,6 +309,12 @@ def load_scheduler(session: Session, rm: str, *, now: float, registry: Any = Non
     on a full machine, reading and ranking it was most of every iteration's cost.
     ``idle=False``: never read the idle queue (what holds nodes only): the operator
     commands replaying a cached plan's decisions need no idle job but the one asked about.
+    ``kept``: the core takes and updates what this process keeps of the RM's queue
+    between schedulers (its verdicts, ranking columns: a
+    :class:`~grid_tasks.maui.queue_cache.QueueCache`); only for the RM's live iteration
+    (one at a time, under the RM's lock) and the warm start before any: two schedulers
+    must not share one at once.  Other loaders (plans, estimates) reuse the kept jobs
+    and derive the rest afresh.
     Raises NotFoundError for an unknown RM.
     """
     # Its reads are Core statements on the session's connection (no ORM layer per
@@ -340,7 +347,7 @@ def load_scheduler(session: Session, rm: str, *, now: float, registry: Any = Non
         return sched
     with collector_paused():  # (a deep queue's load: see gc_pause)
         jobs = idle_core_jobs(session, rm, queue)
-        sched.submit_many(jobs, now, queue_cache(queue))
+        sched.submit_many(jobs, now, queue_cache(queue) if kept else QueueCache())
     return sched
     for row in rows:
         if row.state is JobState.PENDING and row.maui_state in IDLE_MAUI_STATES:

@@ -46,7 +46,7 @@ def warm_queues(services: Services, rms: Iterable[str]) -> dict[str, float]:
         now = services.clock.time()
         try:
             with session_scope(services.sessions) as session:  # reads only
-                load_scheduler(session, rm, now=now, registry=registry).iterate(now)
+                load_scheduler(session, rm, now=now, registry=registry, kept=True).iterate(now)
         except (GridTasksError, SQLAlchemyError, RedisError) as exc:
             log.warning("warm start: %s left to its first iteration: %s", rm, exc)
             continue

@@ -17,6 +17,7 @@ from grid_tasks.embedded.stack import prepare_database
 from grid_tasks.gram.records import Outbox
 from grid_tasks.gram.submission import insert_job
 from grid_tasks.rsl import lower
+from grid_tasks.maui.queue_cache import QueueCache
 from grid_tasks.scheduling import idle_queue
 from grid_tasks.scheduling.state import core_job, idle_jobs, load_scheduler
 from grid_tasks.states import JobState
@@ -66,7 +67,7 @@ def _change(sessions, rng: random.Random, ids: list[int]) -> None:
 def _decide(sessions, now: float, kept: bool) -> tuple:
     with db.session_scope(sessions) as s:
         # kept: the live iteration's load (image + cache); else every row read afresh
-        sched = load_scheduler(s, "rmA", now=now, idle_if_free=kept, idle=kept)
+        sched = load_scheduler(s, "rmA", now=now, idle_if_free=kept, idle=kept, kept=kept)
         if not kept:
             for row in idle_jobs(s, "rmA"):
                 sched.submit(core_job(row), now)
@@ -139,3 +140,18 @@ def _miss_changes(sessions) -> None:
 def test_a_change_the_counter_missed_is_caught(sessions):
     replay = _replay(sessions, 2, spoil=lambda: _miss_changes(sessions))
     assert any(fresh != kept for fresh, kept in replay)
+
+
+def test_only_the_live_iteration_takes_the_kept_facts(sessions, monkeypatch):
+    """A plan or an estimate (kept=False) reuses the kept jobs but not the cache of
+    derived facts the live iteration updates (no two schedulers share one at once)."""
+    _submit(sessions, random.Random(3), 60)
+    bound = []
+    real = QueueCache.bind
+    monkeypatch.setattr(QueueCache, "bind", lambda self, *a: bound.append(self) or real(self, *a))
+    with db.session_scope(sessions) as s:
+        live = load_scheduler(s, "rmA", now=NOW, kept=True)
+        kept = idle_queue.queue_cache(idle_queue.read_queue(s, "rmA"))
+        plan = load_scheduler(s, "rmA", now=NOW)
+    assert bound[0] is kept and bound[1] is not kept  # the plan had a cache of its own
+    assert sorted(plan.idle) == sorted(live.idle)  # over the same queue
