@@ -16,7 +16,10 @@ right after "cold" and must reuse its kept plan (GRID_TASKS_OPS_PLAN_MAX_AGE is 
 to MAX_AGE so a slow machine does not age it out; a miss stops the run).
 
 First, start-up alone: ``grid-tasks --help``, ``showq --help`` and ``showstart --help``
-(no database), best of ``--startup-repeat`` runs, this tree against the peer.
+(no database), best of ``--startup-repeat`` runs, this tree against the peer.  Each
+tree is byte-compiled first (:func:`compiled`), so every command runs from bytecode as
+an installed CLI does: with ``PYTHONDONTWRITEBYTECODE`` set and no ``__pycache__``,
+each run compiled every module it imports again (~0.3 s a command here).
 
     .venv/bin/python benchmarks/bench_ops_depth.py [--sizes 10000,50000,100000]
         [--backends sqlite,postgresql] [--peer-tree DIR --peer-sizes 10000] [--repeat 1]
@@ -154,6 +157,13 @@ def run_cli(tree: Path, env: dict[str, str], *args: str) -> tuple[float, float]:
         raise RuntimeError(f"grid-tasks {' '.join(args)} failed: {done.stderr.strip()[-500:]}")
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     return wall, cpu
+
+
+def compiled(tree: Path) -> None:
+    """Byte-compile ``tree``'s package (py_compile writes whatever
+    PYTHONDONTWRITEBYTECODE says), so its commands do not compile it per run."""
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(tree / "grid_tasks")],
+                   check=True, stdout=subprocess.DEVNULL)
 
 
 def forget_plans(client: redis.Redis) -> None:
@@ -320,6 +330,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--startup-repeat", type=int, default=3,
                         help="runs of each --help start-up command (0: skip them)")
     args = parser.parse_args(argv)
+    for tree in [ROOT] + ([args.peer_tree] if args.peer_tree else []):
+        compiled(tree)
     if args.startup_repeat > 0:
         report_startup(measure_startup(args.peer_tree, args.startup_repeat))
     ints = lambda text: [int(x) for x in text.split(",") if x.strip()]  # noqa: E731

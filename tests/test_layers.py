@@ -49,6 +49,8 @@ LOCAL_IMPORTS_ALLOWED: dict[tuple[str, str], str] = {
                                                            "broker and Celery (start-up time)",
     ("grid_tasks.ops.plan_cache", "grid_tasks.ops.plan_replay"): "showq from a kept plan "
                                                                  "never loads the Maui core",
+    ("grid_tasks.ops.planning", "grid_tasks.ops.rsl_request"): "showstart JOB never loads "
+                                                               "the RSL parser",
     ("grid_tasks.services", "grid_tasks.db"): "SQLAlchemy only in processes that use the "
                                               "database (an application never does)",
     ("grid_tasks.gram.errors", "grid_tasks.rsl"): "node daemons never load the RSL parser",

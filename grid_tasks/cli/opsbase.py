@@ -4,10 +4,18 @@
 Kept apart from the commands, and light: each command module imports this and only
 the operator modules it needs, so ``grid-tasks showq`` does not load the Maui core
 or the RSL parser that ``checkjob`` or ``showstart`` need (start-up time).
+
+While a command works, the objects alive when it began (its imports: SQLAlchemy, Redis,
+the Maui core, some 90,000) sit in the collector's permanent generation
+(:func:`gc.freeze`), and go back after (:func:`gc.unfreeze`, so nothing is kept from
+collection past the command, e.g. in a test process).  Each full collection the work
+triggered walked them all again: the first ORM query's mapper configuration took
+0.15 s instead of 0.04 s.
 """
 
 from __future__ import annotations
 
+import gc
 import json
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -24,12 +32,15 @@ JSON_HELP = "Print JSON for scripts instead of tables."
 
 @contextmanager
 def ops_shell() -> Iterator[OpsShell]:
-    """The connections of one operator command, closed afterwards."""
+    """The connections of one operator command, closed afterwards (and what was alive
+before it left out of the collector's passes meanwhile: see the module docstring)."""
+    gc.freeze()
     shell = OpsShell(resolve_settings(None))
     try:
         yield shell
     finally:
         shell.close()
+        gc.unfreeze()
 
 
 def emit(data: Any, as_json: bool, renderable: Any) -> None:

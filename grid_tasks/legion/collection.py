@@ -37,7 +37,7 @@ from enum import Enum
 from typing import Any
 
 from grid_tasks.errors import ConfigError
-from grid_tasks.legion.tokens_model import Claim
+from grid_tasks.legion.tokens_model import ENACTED, Claim, enacted  # noqa: F401 - re-exported
 from grid_tasks.mil import compile_query
 from grid_tasks.node.registry import NodeRegistry, NodeStatus
 from grid_tasks.settings import Settings
@@ -263,18 +263,6 @@ class Collection:
 
 def _epoch(value: Any) -> float:
     return float(value) if isinstance(value, (int, float)) else epoch(value)
-
-
-#: Key of a grid reservation's ``resources`` set by the broker once it confirmed the
-#: reservation's tokens (the enactment completed); see :func:`enacted`.
-ENACTED = "tokens_confirmed"
-
-
-def enacted(row: Any) -> bool:
-    """Whether grid reservation ``row`` is known complete: its broker confirmed the tokens
-    after every RM accepted.  Without the mark the broker may have died in between, so
-    the row is only as good as its token in the store (never restored from SQL)."""
-    return bool((row.resources or {}).get(ENACTED))
 
 
 def durable_claims(rows: Iterable[Any], capacities: Mapping[str, int]) -> list[Any]:

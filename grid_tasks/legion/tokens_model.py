@@ -1,8 +1,10 @@
 """The values of the token store (see :mod:`grid_tasks.legion.tokens`): claims, tokens,
 refusals, and the few encodings the client shares with the Lua scripts.
 
-Kept apart from the store so that each file stays readable; everything here is
-re-exported by :mod:`grid_tasks.legion.tokens`, the module to import from.
+Kept apart from the store so that each file stays readable; the store's values are
+re-exported by :mod:`grid_tasks.legion.tokens`, the module to import them from.  The
+mark of an enacted grid reservation (:data:`ENACTED`) is read from here by the RMs'
+services, which need neither the store nor the collection.
 """
 
 from __future__ import annotations
@@ -17,6 +19,20 @@ from enum import Enum
 from typing import Any
 
 from grid_tasks.errors import GridTasksError
+
+
+#: Key of a grid reservation's ``resources`` set by the broker once it confirmed the
+#: reservation's tokens (the enactment completed); see :func:`enacted`.  Here, with
+#: the token values, not in the collection: the RMs' services mark it and should not
+#: load the collection's MIL compiler for a name.
+ENACTED = "tokens_confirmed"
+
+
+def enacted(row: Any) -> bool:
+    """Whether grid reservation ``row`` is known complete: its broker confirmed the tokens
+    after every RM accepted.  Without the mark the broker may have died in between, so
+    the row is only as good as its token in the store (never restored from SQL)."""
+    return bool((row.resources or {}).get(ENACTED))
 
 
 class RefusalReason(str, Enum):

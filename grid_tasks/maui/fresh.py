@@ -29,15 +29,12 @@ tests/maui/test_nodeset.py runs both engines in lock-step.
 from __future__ import annotations
 
 from math import inf
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from grid_tasks.maui.allocation import distribute
 from grid_tasks.maui.model import Job, Node
 from grid_tasks.maui.nodeset import NodeClass, NodeSet
 from grid_tasks.maui.profile import StepProfile
-
-if TYPE_CHECKING:  # pragma: no cover
-    from grid_tasks.maui.engine import Engine
 
 DIMS = ("p", "m", "d", "s")
 #: allocation policies whose order within a class is by index (True: descending)

@@ -3,6 +3,7 @@ releaseres, the metascheduler's ``reserve``, and ``diagnose -p`` (a mixin of Sch
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from math import inf
 from typing import TYPE_CHECKING
 
@@ -13,6 +14,7 @@ from grid_tasks.maui.model import (
     StartEstimate, Window,
 )
 from grid_tasks.maui.priority import breakdown
+from grid_tasks.maui.ranking import VECTOR_FROM
 
 if TYPE_CHECKING:  # pragma: no cover
     from grid_tasks.maui.scheduler import Scheduler
@@ -109,6 +111,18 @@ class QueriesMixin:
             self._leave_pool(now)  # the site pool keeps the fairshare windows in its core
         rows = [breakdown(j, now, self.config, self.fairshare) for j in self.idle_jobs()]
         return sorted(rows, key=lambda r: (-r.total, self.seq[r.job_id]))
+
+    def priority_scores(self: "Scheduler", now: float) -> tuple[list[Job], Sequence[float]]:
+        """Every idle job (in :meth:`idle_jobs` order) and its total priority: the very
+        float of its :meth:`diagnose_priority` row, scored as the iteration ranks (a
+        deep queue column-wise) without a breakdown per job, which cost a deep queue's
+        plan seconds where only the totals were wanted (showq's order, a kept plan)."""
+        if self.pool is not None and self.fairshare.enabled:
+            self._leave_pool(now)  # as diagnose_priority: the same fairshare windows
+        jobs = self.idle_jobs()
+        if len(jobs) >= VECTOR_FROM:
+            return jobs, self.ranking.vector_scores(jobs, now)
+        return jobs, self.ranking.scores(jobs, now)
 
     # -- showstart / showbf ------------------------------------------------------------------
     def _query_engine(self: "Scheduler", now: float) -> Engine:

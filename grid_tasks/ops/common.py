@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from datetime import datetime
 from enum import Enum
 
-from sqlalchemy import select
+from sqlalchemy import bindparam, select
 from sqlalchemy.orm import Session
 
 from grid_tasks.db import Job, repository
+from grid_tasks.db.models import ResourceManager
 from grid_tasks.errors import NotFoundError
 from grid_tasks.ops.timefmt import OpsError
 from grid_tasks.states import JobState, MauiJobState
@@ -41,10 +41,15 @@ def resolve_job(session: Session, ident: str | int) -> Job:
         raise NotFoundError(f"unknown job {text!r} (give a job id or a job contact)") from None
 
 
+_RM_NAME = ResourceManager.__table__.c.name
+#: (a Core read of the name: the ORM's would configure every mapper first)
+_KNOWN_RM = select(_RM_NAME).where(_RM_NAME == bindparam("rm"))
+
+
 def check_rm(session: Session, rm: str | None) -> None:
     """NotFoundError (listing the known RMs) when ``rm`` is given and unknown."""
-    if rm is not None:
-        repository.get_rm(session, rm)
+    if rm is not None and session.connection().execute(_KNOWN_RM, {"rm": rm}).first() is None:
+        repository.get_rm(session, rm)  # raises, naming the known RMs
 
 
 def scheduled_rms(session: Session, rm: str | None) -> list[str]:
@@ -64,8 +69,9 @@ def finished_ids(session: Session, ids: Iterable[int]) -> set[int]:
     wanted = {int(i) for i in ids}
     if not wanted:
         return set()
-    stmt = select(Job.id).where(Job.id.in_(wanted), Job.state == JobState.DONE)
-    return set(session.scalars(stmt))
+    jobs = Job.__table__.c
+    stmt = select(jobs.id).where(jobs.id.in_(wanted), jobs.state == JobState.DONE)
+    return set(session.connection().scalars(stmt))
 
 
 def unmet_dependencies(job: Job, done: set[int]) -> list[int]:

@@ -5,7 +5,8 @@ iteration will see it: :func:`~grid_tasks.scheduling.plan.load_plan` (re-exporte
 here) loads the RM's state, notes each idle job's priority breakdown, then runs one
 iteration *in memory* (nothing is written) so that higher-priority jobs start or
 hold their reservations before a question is answered.  This module reads the
-question: a ``PROCS@DURATION`` request or a single-job RSL.
+question when it is a ``PROCS@DURATION`` request; a single-job RSL is read by
+:mod:`grid_tasks.ops.rsl_request` (the RSL parser: only for such a request).
 """
 
 from __future__ import annotations
@@ -16,11 +17,10 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from grid_tasks.maui import Job, PriorityBreakdown
-from grid_tasks.rsl import lower
 # re-exported: the operator commands' plan is the RM's own
 from grid_tasks.scheduling.plan import Plan, core_view, load_plan, load_scheduler  # noqa: F401
 
-from .timefmt import OpsError, TimeFormatError, parse_duration
+from .timefmt import TimeFormatError, parse_duration
 
 #: Walltime of a showstart request given without one (Maui's default is one hour too).
 DEFAULT_WALLTIME = 3600.0
@@ -49,15 +49,3 @@ def parse_request(text: str, *, option: str = "request") -> Job:
     if walltime == float("inf"):
         raise TimeFormatError(f"{option}: a request needs a finite duration, got {text!r}")
     return Job(id="showstart", tasks=int(procs_text), walltime=walltime)
-
-
-def rsl_request(text: str) -> Job:
-    """A showstart request from a single-job RSL (count, maxWallTime, minMemory)."""
-    subjobs = lower(text, source="<showstart>")
-    if len(subjobs) != 1:
-        raise OpsError(f"showstart takes a single-job RSL, got a multi-request of "
-                       f"{len(subjobs)} subjobs (ask each RM separately)")
-    sub = subjobs[0]
-    walltime = sub.max_wall_time_s or sub.max_time_s or DEFAULT_WALLTIME
-    return Job(id="showstart", tasks=max(1, sub.count or 1), walltime=float(walltime),
-               mem_per_task=int(sub.min_memory_mb or 0))

@@ -4,17 +4,18 @@
 answer on the RM's plan (:func:`~grid_tasks.scheduling.plan.load_plan`).  With a deep
 queue, building that plan (reading every idle job, ranking it, one in-memory
 iteration) costs seconds, and each command is a new process.  So the outcome of a plan
-is kept in Redis (which holds only what may be lost or rebuilt) as a small JSON
+is kept in Redis (which holds only what may be lost or rebuilt) as a packed
 *digest*: every idle job's priority (and submission time, showq's tie-break), the
 jobs the iteration would start and where, and the jobs it reserved for.
 
 **Freshness rule.**  A digest is reused only while both hold:
 
 * the RM's durable state is the one it was made from: the :func:`state_mark` of the
-  RM (its jobs' count, newest id and sum of optimistic-lock versions, which every
-  change of a job row bumps; its reservations, fences, nodes and accounting records;
-  its maui.cfg path and modification time; the database's incarnation; and the nodes
-  the heartbeat registry says are not usable) is unchanged;
+  RM (its idle queue's change counter and its other jobs' count, newest id and sum of
+  optimistic-lock versions, which together change with every change of a job row;
+  its reservations, fences, nodes and accounting records; its maui.cfg path and
+  modification time; the database's incarnation; and the nodes the heartbeat
+  registry says are not usable: :mod:`grid_tasks.ops.plan_mark`) is unchanged;
 * it is at most :data:`MAX_AGE` seconds old (time alone moves priorities and ends
   running jobs; Maui's own showq reports its last iteration, up to RMPOLLINTERVAL,
   60 s by default, old).  ``GRID_TASKS_OPS_PLAN_MAX_AGE`` (seconds) changes it for
@@ -30,30 +31,30 @@ reservations into it, so estimates and free windows see what the full plan saw
 replaying one imports :mod:`~grid_tasks.ops.plan_replay` then (start-up time is the
 reason for that one import inside a function).  The digest is stored as packed arrays
 (:meth:`PlanDigest.to_bytes`): decoding 100,000 priorities from JSON took a quarter
-of a second, from arrays a few milliseconds.  Its ranking is kept in showq's order.
+of a second, from arrays a few milliseconds.  Its ranking is kept in showq's order and
+stays packed (:class:`~grid_tasks.ops.plan_digest.Ranked`), with the queued jobs that
+carry a hold or a dependency (``flagged``: else a pass over the queue's JSON columns
+per showq).  Telling a fresh digest (:func:`state_mark`) reads no row of the queue.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
-import os
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from redis.exceptions import RedisError
-from sqlalchemy import String, bindparam, cast, func, select
 from sqlalchemy.orm import Session
 
-from grid_tasks.db import AccountingRecord, Job as JobRow, Node as NodeRow
-from grid_tasks.db.models import Fence, Reservation as ReservationRow, ResourceManager
-from grid_tasks.states import USABLE_STATES
 from grid_tasks.utc import epoch, from_epoch
 
-from .plan_digest import PlanDigest
+from . import queue_rows
+from .plan_digest import PlanDigest, Ranked
+from .plan_mark import state_mark
 
-__all__ = ["MAX_AGE", "MAX_AGE_ENV", "PlanCache", "PlanDigest", "Plans", "made_at", "state_mark"]
+__all__ = ["MAX_AGE", "MAX_AGE_ENV", "PlanCache", "PlanDigest", "Plans", "Ranked", "made_at",
+           "state_mark"]
 
 if TYPE_CHECKING:
     from grid_tasks.scheduling.plan import Plan
@@ -64,62 +65,12 @@ log = logging.getLogger(__name__)
 MAX_AGE = 60.0
 #: Environment variable overriding MAX_AGE for the operator commands.
 MAX_AGE_ENV = "GRID_TASKS_OPS_PLAN_MAX_AGE"
-#: Redis key of an RM's digest: per database (by a hash of its URL) and RM; "packed"
-#: names the layout (:meth:`PlanDigest.to_bytes`), so that an older grid_tasks, which
-#: keeps JSON under the key without it, and this one do not evict each other's plans.
-KEY = "grid_tasks:ops:plan:packed:{db}:{rm}"
-
-
-# Built once: the aggregates every showq/showstart reads to tell a fresh digest.
-_JOBS = select(func.count(JobRow.id), func.max(JobRow.id), func.sum(JobRow.version)).where(
-    JobRow.rm == bindparam("rm"))
-_ACCT = select(func.count(AccountingRecord.id), func.max(AccountingRecord.id)).where(
-    AccountingRecord.rm == bindparam("rm"))
-_FENCES = select(func.count(Fence.id), func.max(Fence.id), func.max(Fence.deadline)).where(
-    Fence.rm == bindparam("rm"))
-_RES = select(ReservationRow.id, ReservationRow.kind, ReservationRow.start_time,
-              ReservationRow.end_time, ReservationRow.confirmed,
-              cast(ReservationRow.acl, String), cast(ReservationRow.nodes, String),
-              cast(ReservationRow.resources, String)).where(
-    ReservationRow.rm == bindparam("rm")).order_by(ReservationRow.id)
-_NODES = select(NodeRow.name, NodeRow.procs, NodeRow.memory_mb, NodeRow.disk_mb,
-                NodeRow.swap_mb, cast(NodeRow.features, String)).where(
-    NodeRow.rm == bindparam("rm")).order_by(NodeRow.name)
-_RM = select(ResourceManager.created_at, ResourceManager.policy_file).where(
-    ResourceManager.name == bindparam("rm"))
-
-
-def state_mark(session: Session, rm: str, registry: Any = None) -> str:
-    """A fingerprint of everything a plan of ``rm`` is made from (see the module's
-    freshness rule): equal marks, equal plans (at the same instant)."""
-    conn = session.connection()
-    args = {"rm": rm}
-    rm_row = conn.execute(_RM, args).first()
-    nodes = [tuple(r) for r in conn.execute(_NODES, args)]
-    parts: list[Any] = [
-        str(session.get_bind().url), rm, repr(rm_row), _policy_mtime(rm_row),
-        list(conn.execute(_JOBS, args).first()), list(conn.execute(_ACCT, args).first()),
-        [str(v) for v in conn.execute(_FENCES, args).first()],
-        [[str(v) for v in r] for r in conn.execute(_RES, args)], nodes,
-        _unusable(registry, rm, [n[0] for n in nodes]),
-    ]
-    return hashlib.sha256(json.dumps(parts, default=str).encode()).hexdigest()
-
-
-def _policy_mtime(rm_row: Any) -> float | None:
-    path = None if rm_row is None else rm_row[1]
-    try:
-        return os.stat(path).st_mtime if path else None
-    except OSError:
-        return None
-
-
-def _unusable(registry: Any, rm: str, names: list[str]) -> list[list[str]]:
-    """The nodes the registry reports in any state but their usable ones."""
-    if registry is None:
-        return []
-    return sorted([s.node, s.state.value] for s in registry.statuses([(rm, n) for n in names])
-                  if s.state not in USABLE_STATES)
+#: Redis key of an RM's digest: per database (by a hash of its URL) and RM; "packed2"
+#: names the layout (:meth:`PlanDigest.to_bytes`) and the mark it is told fresh by
+#: (:mod:`~grid_tasks.ops.plan_mark`), so that an older grid_tasks (JSON digests under
+#: the key without it; packed ones under "packed", marked by every job's version) and
+#: this one do not evict each other's plans.
+KEY = "grid_tasks:ops:plan:packed2:{db}:{rm}"
 
 
 class PlanCache:
@@ -186,15 +137,15 @@ class Plans:
         from grid_tasks.ops import plan_replay  # the Maui core: only to make a plan
 
         plan = plan_replay.load_plan(session, rm, now, registry=self.registry,
-                                     iterate=self.iterate)
-        made = plan_replay.digest_of(plan, mark)
+                                     iterate=self.iterate, breakdowns=False, scores=True)
+        made = plan_replay.digest_of(plan, mark, queue_rows.flagged_ids(session, rm))
         if self.cache is not None:
             self.cache.put(made)
         return made, plan
 
-    def ranking(self, session: Session, rm: str, now: datetime) -> dict[int, tuple[float, float]]:
-        """Idle job id -> (priority, submission time) of ``rm``."""
-        return self.digest(session, rm, now)[0].ranking
+    def ranking(self, session: Session, rm: str, now: datetime) -> Ranked:
+        """The priorities and submission times of ``rm``'s idle jobs, in showq's order."""
+        return self.digest(session, rm, now)[0].ranked
 
     def plan(self, session: Session, rm: str, now: datetime) -> Plan:
         """The RM's plan at ``now``: made anew, or rebuilt from a fresh digest."""

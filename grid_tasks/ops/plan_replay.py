@@ -4,9 +4,11 @@ is made or replayed."""
 
 from __future__ import annotations
 
+from array import array
 from datetime import datetime
 from typing import Any
 
+import numpy as np
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
@@ -17,25 +19,44 @@ from grid_tasks.scheduling.job_rows import COLUMNS, core_job
 from grid_tasks.scheduling.plan import Plan, load_plan, load_scheduler
 from grid_tasks.utc import epoch
 
-from .plan_digest import PlanDigest
+from .plan_digest import PlanDigest, Ranked
 
-__all__ = ["digest_of", "load_plan", "replay"]
+__all__ = ["digest_of", "load_plan", "ranked_of", "replay"]
 
 
-def digest_of(plan: Plan, mark: str) -> PlanDigest:
-    """The digest of a full plan (one made by :func:`load_plan` with its iteration)."""
-    inf = float("inf")
-    ranking = {}
-    for p in plan.priorities:
-        if p.job_id.isdigit():
-            job = plan.idle.get(p.job_id)
-            submit = job.submit_time if job is not None and job.submit_time else inf
-            ranking[int(p.job_id)] = (float(p.total), float(submit))
+def digest_of(plan: Plan, mark: str, flagged: frozenset[int] | None = None) -> PlanDigest:
+    """The digest of a full plan (one made by :func:`load_plan` with its iteration, and
+    its scores or breakdowns); ``flagged``: its queued jobs with a hold or a dependency
+    (:attr:`Ranked.flagged`), read under the same mark."""
     started = {int(k): dict(s.allocation) for k, s in plan.started.items() if k.isdigit()}
     reserved = {int(r.job_id): (r.start, r.end, dict(r.allocation))
                 for r in plan.scheduler.reservations()
                 if r.kind is ReservationKind.JOB and r.job_id and r.job_id.isdigit()}
-    return PlanDigest(plan.rm, plan.t, mark, ranking, started, reserved)
+    ranked = ranked_of(plan)
+    ranked.flagged = flagged
+    return PlanDigest(plan.rm, plan.t, mark, ranked, started, reserved)
+
+
+def ranked_of(plan: Plan) -> Ranked:
+    """The plan's idle jobs with their priorities in showq's order (priority down, then
+    submission, unknown last, then id), sorted column-wise: a Python sort of 100,000
+    tuples, and the tuples, cost a deep queue's plan a quarter of a second."""
+    if plan.scores is not None:
+        jobs, totals = list(plan.idle.values()), np.asarray(plan.scores, dtype=float)
+    else:
+        rows = plan.priorities or []
+        jobs = [plan.idle[p.job_id] for p in rows]
+        totals = np.fromiter((p.total for p in rows), float, len(rows))
+    n = len(jobs)
+    ids = np.fromiter((int(j.id) if j.id.isdigit() else -1 for j in jobs), np.int64, n)
+    submit = np.fromiter((j.submit_time or np.inf for j in jobs), float, n)
+    keep = ids >= 0  # (the core's own probes are never queued; GRAM jobs only)
+    ids, totals, submit = ids[keep], totals[keep], submit[keep]
+    order = np.lexsort((ids, submit, -totals))
+    cols = (array("q"), array("d"), array("d"))
+    for col, values in zip(cols, (ids, totals, submit)):
+        col.frombytes(np.ascontiguousarray(values[order]).tobytes())
+    return Ranked(*cols)
 
 
 def replay(session: Session, digest: PlanDigest, now: datetime, registry: Any = None) -> Plan:
@@ -63,5 +84,4 @@ def replay(session: Session, digest: PlanDigest, now: datetime, registry: Any = 
         sched.job_res[job.id] = sched.engine.place(job, start, job.walltime, dict(alloc),
                                                    running=False, reservation=res)
     started = {str(k): Start(str(k), digest.made, dict(a)) for k, a in digest.started.items()}
-    return Plan(digest.rm, now, sched, {}, [], None, started,
-                queued=frozenset(str(k) for k in digest.ranking))
+    return Plan(digest.rm, now, sched, {}, None, None, started, queued=digest.ranked)

@@ -5,6 +5,10 @@ after one in-memory iteration, so idle jobs of higher priority already hold thei
 reservations and a request is placed behind them, as Maui's showstart does.  A Slurm
 RM has no such core here: showstart asks it through the RM interface (its estimate,
 ``sbatch --test-only``), exactly as a broker does.
+
+A request given as RSL is read by :mod:`grid_tasks.ops.rsl_request`, imported by
+:func:`show_start` only for such a request: each showstart is a new process, and the
+RSL parser was a twentieth of ``showstart JOB``'s answer time.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from grid_tasks.scheduling.rm_kinds import backend_for
 from grid_tasks.topology import GridTopology, RMKind
 
 from .common import Section, from_epoch, resolve_job, section_of
-from .plan import Plan, core_view, parse_request, rsl_request
+from .plan import Plan, core_view, parse_request
 from .plan_cache import Plans
 from .timefmt import INFINITE, OpsError, iso, json_seconds
 
@@ -82,7 +86,12 @@ def show_start(session: Session, what: str, now: datetime, *, rm: str | None = N
         return _job_start(session, what, now, rm, registry, limit, topology, plans)
     if rm is None:
         raise OpsError("showstart: give -r RM for a resource request")
-    core = parse_request(what) if kind == "procs" else rsl_request(what)
+    if kind == "procs":
+        core = parse_request(what)
+    else:
+        from .rsl_request import rsl_request  # the RSL parser: only here (start-up time)
+
+        core = rsl_request(what)
     backend = backend_for(rm, topology, registry=registry)
     if backend.kind is not RMKind.MAUI:
         return _asked(session, backend, what, core, now, limit)

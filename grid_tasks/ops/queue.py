@@ -20,6 +20,7 @@ from grid_tasks.states import JobState
 from . import queue_rows
 from .common import Section, check_rm, finished_ids, section_of, state_word
 from .plan_cache import Plans
+from .plan_digest import Ranked
 from .queue_rows import Ranking
 from .timefmt import OpsError, iso
 
@@ -149,10 +150,18 @@ def barrier_entries(settings: Any) -> Entries:
     return entries
 
 
+#: Whether any coallocated job is live: asked first in Core, so that a grid without one
+#: (most showqs) never configures the ORM mappers the full read below needs.
+_ANY_LIVE_COALLOC = select(CoallocatedJob.__table__.c.id).where(
+    CoallocatedJob.__table__.c.state.in_(_LIVE)).limit(1)
+
+
 def live_coallocations(session: Session, rm: str | None,
                        entries: Entries | None = None) -> list[CoallocStatus]:
     """Coallocated jobs not ended yet (with a subjob at ``rm`` if given), each with its
     subjobs: label, RM, GRAM job, start type, state, barrier entries."""
+    if session.connection().execute(_ANY_LIVE_COALLOC).first() is None:
+        return []
     stmt = (select(CoallocatedJob).where(CoallocatedJob.state.in_(_LIVE))
             .options(selectinload(CoallocatedJob.subjobs).selectinload(Subjob.gram_job))
             .order_by(CoallocatedJob.id))
@@ -174,6 +183,7 @@ def build_queue(session: Session, rm: str | None, now: datetime,
     summary still counts every job.  ``ranking``: where the scheduler's priorities come
     from (a cached plan's, see :class:`~grid_tasks.ops.plan_cache.Plans`); by default
     each RM's plan is made now.  Rows are plain Core rows of the printed columns."""
+    session.flush()  # (its reads are Core statements on the session's connection)
     check_rm(session, rm)
     if page < 1 or (limit is not None and limit < 1):
         raise OpsError(f"showq: page and limit must be at least 1 (got page {page}, "
@@ -192,11 +202,9 @@ def build_queue(session: Session, rm: str | None, now: datetime,
     return queue
 
 
-def _rank_all(session: Session, rm: str | None, rank: Ranking) -> dict[int, tuple[float, float]]:
-    out: dict[int, tuple[float, float]] = {}
-    for name in queue_rows.queued_rms(session, rm):
-        out.update(rank(name))
-    return out
+def _rank_all(session: Session, rm: str | None, rank: Ranking) -> dict[str, Ranked]:
+    """The ranking of each RM (``rm``, else every one) with jobs in its idle queue."""
+    return {name: rank(name) for name in queue_rows.queued_rms(session, rm)}
 
 
 def _active_part(queue: Queue, rows: list[Any], nodes: set[str]) -> None:
@@ -220,7 +228,8 @@ def _fill_all(session: Session, queue: Queue, rank: Ranking, nodes: set[str]) ->
     sections = [(job, section_of(job, done)) for job in jobs]
     prio: dict[int, float] = {}
     if any(s is Section.IDLE for _j, s in sections):
-        prio = {k: p for k, (p, _s) in _rank_all(session, queue.rm, rank).items()}
+        for ranked in _rank_all(session, queue.rm, rank).values():
+            prio.update(zip(ranked.ids, ranked.priority))
     for job, section in sections:
         if section is not Section.ACTIVE:
             priority = prio.get(job.id) if section is Section.IDLE else None
@@ -233,20 +242,22 @@ def _fill_all(session: Session, queue: Queue, rank: Ranking, nodes: set[str]) ->
 def _fill_page(session: Session, queue: Queue, rank: Ranking, nodes: set[str], page: int,
                limit: int) -> None:
     """Counts of every section and the rows of one page of each."""
-    _active_part(queue, queue_rows.holding(session, queue.rm), nodes)
-    special = queue_rows.maybe_blocked(session, queue.rm)
+    ranked = _rank_all(session, queue.rm, rank)
+    holding, special, unqueued = queue_rows.special(
+        session, queue.rm, {name: r.flagged for name, r in ranked.items()})
+    _active_part(queue, holding, nodes)
     done = finished_ids(session, {d for j in special for d in (j.dependencies or [])})
     blocked = [_row(j, Section.BLOCKED, queue.now, None) for j in special
                if section_of(j, done) is Section.BLOCKED]
     blocked.sort(key=lambda r: (_ts(r.submit_time), r.job_id))
-    keys, prio = queue_rows.idle_keys(_rank_all(session, queue.rm, rank),
-                                      queue_rows.unqueued(session, queue.rm),
-                                      {r.job_id for r in blocked})
-    ids = queue_rows.page_of(keys, page, limit)
-    rows = queue_rows.by_ids(session, ids)
-    queue.idle = [_row(rows[i], Section.IDLE, queue.now, prio.get(i)) for i in ids if i in rows]
+    keys, idle_count = queue_rows.idle_page(list(ranked.values()), unqueued,
+                                            {r.job_id for r in blocked}, page, limit)
+    rows = queue_rows.by_ids(session, [k[2] for k in keys])
+    unranked = {int(r.id) for r in unqueued}  # (no priority: the ranking lacks them)
+    queue.idle = [_row(rows[i], Section.IDLE, queue.now, None if i in unranked else -neg)
+                  for neg, _s, i in keys if i in rows]  # (a key is -priority, submit, id)
     start = (page - 1) * limit
-    queue.counts = {"active": len(queue.active), "idle": len(keys), "blocked": len(blocked)}
+    queue.counts = {"active": len(queue.active), "idle": idle_count, "blocked": len(blocked)}
     queue.active = queue.active[start:start + limit]
     queue.blocked = blocked[start:start + limit]
 

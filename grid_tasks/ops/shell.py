@@ -1,5 +1,5 @@
 """The outside world of the operator commands: settings, SQL sessions, the heartbeat
-registry, iteration triggers and the Grid API, opened lazily and only when needed.
+registry and the Grid API, opened lazily and only when needed.
 
 The operator commands only read SQL: every change they ask for (canceljob, setres,
 releaseres) is sent to a gatekeeper, which writes it.  So they never migrate: they
@@ -19,7 +19,6 @@ from contextlib import contextmanager
 from datetime import datetime, timezone
 from typing import Any
 
-from kombu.exceptions import OperationalError
 from redis.exceptions import RedisError
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.orm import Session
@@ -27,7 +26,6 @@ from sqlalchemy.orm import Session
 import grid_tasks
 from grid_tasks.db import get_engine, require_head, session_factory, session_scope
 from grid_tasks.db.errors import DatabaseError
-from grid_tasks.effects import trigger_iteration
 from grid_tasks.errors import GridTasksError
 from grid_tasks.node.registry import NodeRegistry
 from grid_tasks.ops.plan_cache import MAX_AGE, MAX_AGE_ENV, PlanCache, Plans
@@ -93,15 +91,6 @@ class OpsShell:
             return Plans(registry=registry)
         return Plans(PlanCache(registry.client, self.settings.database_url, max_age=max_age),
                      registry)
-
-    def trigger(self, rm: str) -> bool:
-        """Ask for an iteration of ``rm`` now; False (and no error) when Redis is down."""
-        grid = self.grid()
-        try:
-            trigger_iteration(grid.app, rm, client=grid.redis)
-        except (GridTasksError, RedisError, OperationalError, OSError):
-            return False
-        return True
 
     def grid(self) -> Any:
         """The Python API (``grid_tasks.client.Grid``) on the same settings."""

@@ -8,13 +8,13 @@ queue's priorities exactly as the RM does.  Nothing is written.
 
 from __future__ import annotations
 
+from collections.abc import Container, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from sqlalchemy.orm import Session
 
-from grid_tasks.db import repository
 from grid_tasks.maui import IterationResult, Job, PriorityBreakdown, Scheduler, Start
 from grid_tasks.scheduling.state import core_job
 from grid_tasks.scheduling.state import load_scheduler as load_live_scheduler
@@ -29,13 +29,18 @@ class Plan:
     now: datetime
     scheduler: Scheduler
     idle: dict[str, Job]  # idle jobs as the core saw them before the iteration
-    priorities: list[PriorityBreakdown]
+    #: each idle job's ``diagnose -p`` breakdown before the iteration, highest first;
+    #: None when the plan was made without (:func:`load_plan`'s ``breakdowns``)
+    priorities: list[PriorityBreakdown] | None
     result: IterationResult | None = None
     started: dict[str, Start] = field(default_factory=dict)
     #: a plan replayed from a cached digest (:mod:`grid_tasks.ops.plan_cache`) loads no
-    #: idle job: ``idle`` is empty and this names the jobs its idle queue held; None
-    #: when ``idle`` is the whole queue
-    queued: frozenset[str] | None = None
+    #: idle job: ``idle`` is empty and this holds the ids of the jobs its idle queue
+    #: held; None when ``idle`` is the whole queue
+    queued: Container[str] | None = None
+    #: each idle job's total priority before the iteration, in ``idle``'s order (the
+    #: breakdowns' totals, the same floats); None when not asked for
+    scores: Sequence[float] | None = None
 
     def in_queue(self, job_id: str) -> bool:
         """Whether the job waited in the idle queue this plan was made from."""
@@ -50,9 +55,8 @@ class Plan:
 def load_scheduler(session: Session, rm: str, now: datetime, registry: Any = None, *,
                    idle: bool = True) -> Scheduler:
     """The RM's scheduler with its SQL state (and node liveness from ``registry``);
-    NotFoundError naming the known RMs for an unknown one.  ``idle=False``: without its
-    idle queue (only what holds nodes)."""
-    repository.get_rm(session, rm)
+    NotFoundError naming the known RMs for an unknown one (the loader's first read
+    raises it).  ``idle=False``: without its idle queue (only what holds nodes)."""
     return load_live_scheduler(session, rm, now=epoch(now), registry=registry, idle=idle)
 
 
@@ -62,12 +66,19 @@ def core_view(row: Any) -> Job:
 
 
 def load_plan(session: Session, rm: str, now: datetime, *, registry: Any = None,
-              iterate: bool = True) -> Plan:
-    """:func:`load_scheduler`, priorities, and (``iterate``) one in-memory iteration."""
+              iterate: bool = True, breakdowns: bool = True, scores: bool = False) -> Plan:
+    """:func:`load_scheduler`, priorities, and (``iterate``) one in-memory iteration.
+
+    ``breakdowns``: note every idle job's ``diagnose -p`` breakdown (what diagnose and
+    checkjob show); ``scores``: its total only (:attr:`Plan.scores`: what showq's order
+    and a kept plan need, a fraction of the cost at depth).  A broker's estimate wants
+    neither."""
     sched = load_scheduler(session, rm, now, registry)
-    plan = Plan(rm, now, sched, {j.id: j for j in sched.idle_jobs()},
-                sched.diagnose_priority(epoch(now)))
+    t = epoch(now)
+    jobs, totals = sched.priority_scores(t) if scores else (sched.idle_jobs(), None)
+    plan = Plan(rm, now, sched, {j.id: j for j in jobs},
+                sched.diagnose_priority(t) if breakdowns else None, scores=totals)
     if iterate:
-        plan.result = sched.iterate(epoch(now))
+        plan.result = sched.iterate(t)
         plan.started = {s.job_id: s for s in plan.result.started}
     return plan

@@ -5,10 +5,16 @@ way), so nothing above this module asks what kind an RM is.
 An RM the topology does not name (a grid whose database knows RMs its topology file
 has lost, or tests that make RMs in SQL only) is a native one, as every RM was before
 Slurm clusters came.
+
+Each other kind's implementation is named by its module (:data:`KINDS`) and imported
+when an RM of that kind is first served, as plug-ins are: a grid of native RMs, and
+each operator command asking one (``showstart`` is a new process), never loads the
+Slurm client and the RSL lowering it translates from.
 """
 
 from __future__ import annotations
 
+import importlib
 import logging
 from collections.abc import Callable
 from pathlib import Path
@@ -17,16 +23,22 @@ from typing import Any
 from grid_tasks.errors import GridTasksError
 from grid_tasks.scheduling.native_rm import NativeRM
 from grid_tasks.scheduling.rm_backend import RMBackend
-from grid_tasks.scheduling.slurm_rm import SlurmRM
 from grid_tasks.topology import GridTopology, ResourceManagerSpec, RMKind
 from grid_tasks.topology_cache import current_topology
 
 log = logging.getLogger(__name__)
 
-#: The implementation of each kind, made from the RM's topology entry.
-KINDS: dict[RMKind, Callable[[ResourceManagerSpec], RMBackend]] = {
-    RMKind.SLURM: SlurmRM.for_spec,
+#: The implementation of each kind: ``module:class``, whose ``for_spec`` makes it from
+#: the RM's topology entry (imported on first use, see the module docstring).
+KINDS: dict[RMKind, str] = {
+    RMKind.SLURM: "grid_tasks.scheduling.slurm_rm:SlurmRM",
 }
+
+
+def kind_factory(kind: RMKind) -> Callable[[ResourceManagerSpec], RMBackend]:
+    """The ``for_spec`` of ``kind``'s implementation (its module imported now)."""
+    module, name = KINDS[kind].split(":")
+    return getattr(importlib.import_module(module), name).for_spec
 
 #: The last unreadable topology's error per file (logged once, not per iteration).
 _warned: dict[Path, str] = {}
@@ -54,4 +66,4 @@ def backend_for(rm: str, topology: GridTopology | None, *, registry: Any = None)
     spec = topology.rms.get(rm) if topology is not None else None
     if spec is None or spec.kind is RMKind.MAUI:
         return NativeRM(rm, registry)
-    return KINDS[spec.kind](spec)
+    return kind_factory(spec.kind)(spec)

@@ -39,7 +39,7 @@ from sqlalchemy.orm import Session
 from grid_tasks.db import Reservation, ReservationKind, repository
 from grid_tasks.db.models import ResourceManager
 from grid_tasks.gram.binding import unbind
-from grid_tasks.legion.collection import ENACTED
+from grid_tasks.legion.tokens_model import ENACTED
 from grid_tasks.legion.refusals import ReservationRefused
 from grid_tasks.maui import ACL
 from grid_tasks.maui import Reservation as CoreReservation
@@ -91,7 +91,8 @@ def estimate(session: Session, rm: str, *, procs: int, duration: float, not_befo
     duration = number("duration", duration)
     t0 = max(float(now), number("not_before", not_before, positive=False))
     who = Requester.from_dict(requester)
-    plan = load_plan(session, rm, from_epoch(now), registry=registry, iterate=True)
+    plan = load_plan(session, rm, from_epoch(now), registry=registry, iterate=True,
+                     breakdowns=False)
     probe = who.probe("grid.estimate", procs, duration, now)
     found = plan.scheduler.estimate(probe, t0, limit)
     out = [{"time": float(e.time), "allocation": {str(n): int(k) for n, k in e.allocation.items()}}
@@ -292,7 +293,7 @@ def release(session: Session, rm: str, *, name: str, token: str | None = None,
 
 def mark_enacted(session: Session, parts: Iterable[tuple[str, str, str]]) -> int:
     """Mark the grid reservations ``(rm, name, token)`` as enacted (their broker confirmed
-    the tokens): :data:`~grid_tasks.legion.collection.ENACTED` in ``resources``.
+    the tokens): :data:`~grid_tasks.legion.tokens_model.ENACTED` in ``resources``.
 
     Called by the broker right after ``TokenStore.confirm``, in one transaction.
     Idempotent; returns how many of ``parts`` are marked now (a part whose row is gone,

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 import time
 from datetime import datetime, timedelta, timezone
 
@@ -97,3 +99,24 @@ def test_showstart_reuses_the_kept_plan_until_the_rm_changes(deep):
     run(env, "showstart", str(ids[-1]), "--json")
     assert PlanDigest.from_bytes(client.get(key)).made > made
     client.close()
+
+
+#: What ``showstart JOB`` of a native RM never needs: the RSL parser (an RSL request's),
+#: the MIL compiler (the broker's collection), the Slurm client (a Slurm RM's), Alembic,
+#: Celery and kombu (the commands that send).
+NOT_FOR_SHOWSTART = ("grid_tasks.rsl", "grid_tasks.mil", "grid_tasks.slurm", "alembic",
+                     "celery", "kombu")
+SHOWSTART = ("import json, sys\nfrom grid_tasks.cli import main\n"
+             "try:\n    main(sys.argv[1:], prog_name='grid-tasks')\n"
+             "finally:\n    print(json.dumps([m for m in %r if m in sys.modules]), "
+             "file=sys.stderr)\n" % (NOT_FOR_SHOWSTART,))
+
+
+def test_showstart_of_a_job_loads_neither_rsl_mil_slurm_nor_celery(deep):
+    env, ids, _ = deep
+    for _ in range(2):  # the plan made, then the kept one replayed
+        done = subprocess.run([sys.executable, "-c", SHOWSTART, "showstart", str(ids[-1])],
+                              env=env, capture_output=True, text=True, timeout=120,
+                              check=False)
+        assert done.returncode == 0, done.stderr
+        assert json.loads(done.stderr.strip().splitlines()[-1]) == []

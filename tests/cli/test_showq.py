@@ -18,12 +18,14 @@ from grid_tasks.states import JobState, MauiJobState
 from grid_tasks.topology import load_topology
 
 ROOT = Path(__file__).resolve().parents[2]
-HEAVY = ("alembic", "celery", "grid_tasks.client", "grid_tasks.maui")
+HEAVY = ("alembic", "celery", "kombu", "grid_tasks.client", "grid_tasks.maui")
 #: showq in a child process; prints (on stderr) which of HEAVY it loaded
 SHOWQ = ("import json, sys\nfrom grid_tasks.cli import main\n"
          "try:\n    main(sys.argv[1:], prog_name='grid-tasks')\n"
-         "finally:\n    print(json.dumps([m for m in %r if m in sys.modules]), file=sys.stderr)\n"
-         % (HEAVY,))
+         "finally:\n    from sqlalchemy import inspect\n    from grid_tasks.db import Job\n"
+         "    print(json.dumps([m for m in %r if m in sys.modules]\n"
+         "                     + (['configured ORM mappers'] if inspect(Job).configured else [])),"
+         " file=sys.stderr)\n" % (HEAVY,))
 
 
 def showq(env: dict[str, str], *args: str) -> tuple[int, str, list[str]]:
@@ -57,7 +59,9 @@ def test_showq_reads_without_alembic_celery_or_the_maui_core(settings, grid_env)
     kept_plan(settings, grid_env)
     code, message, loaded = showq(grid_env, "-r", "rmA")
     assert code == 0, message
-    assert loaded == []  # a kept plan answers: no Alembic, Celery, client or Maui core
+    # a kept plan answers: no Alembic, Celery, kombu, client or Maui core, and no ORM
+    # mapper configured (its reads are Core statements)
+    assert loaded == []
 
 
 def test_showq_refuses_a_schema_behind_the_head_and_does_not_migrate(settings, grid_env):

@@ -17,7 +17,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from grid_tasks.errors import ConfigError, GridTasksError
-from grid_tasks.maui import SchedulerConfig
 from grid_tasks.maui.cfg import MauiConfigError, parse_maui_config
 from grid_tasks.maui.cfgbridge import scheduler_config
 from grid_tasks.mil import MILError, compile_query

@@ -7,9 +7,13 @@ read the scheduler's ranking once per RM (where a cached plan plugs in).
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 import pytest
+from sqlalchemy import event
 
 from grid_tasks.ops import build_queue
+from grid_tasks.ops.plan_digest import Ranked
 from grid_tasks.ops.render import queue_view
 from grid_tasks.ops.timefmt import OpsError
 from grid_tasks.states import JobState, MauiJobState
@@ -69,7 +73,7 @@ def test_ranking_is_read_once_per_rm_and_orders_the_page(session, deep):
 
     def ranking(rm: str):
         asked.append(rm)
-        return newest if rm == "rmA" else {}
+        return Ranked.of(newest if rm == "rmA" else {})
 
     queue = build_queue(session, None, NOW, limit=5, ranking=ranking)
     assert sorted(asked) == ["rmA", "rmB"]
@@ -108,3 +112,48 @@ def test_long_section_prints_plain_aligned_lines(session, deep):
     assert len(jobs) == 1510 and {j[2] for j in jobs} == {"Idle"} and "│" not in idle_part
     assert len({len(line) for line in lines[1:6]}) == 1  # aligned
     assert "┏" in text.split("BLOCKED JOBS")[1]  # the short section stays a table
+
+
+@contextmanager
+def statements(session):
+    """The SQL texts executed on the session's engine while the block runs."""
+    seen: list[str] = []
+
+    def record(conn, cursor, statement, *args):
+        seen.append(statement)
+    engine = session.get_bind()
+    event.listen(engine, "before_cursor_execute", record)
+    try:
+        yield seen
+    finally:
+        event.remove(engine, "before_cursor_execute", record)
+
+
+def test_a_page_reads_by_index_when_the_ranking_knows_its_flagged_jobs(session, deep):
+    """A ranking that names its queued jobs with a hold or dependency (a kept plan's)
+    spares the page the pass over the queue's JSON; the page is the same."""
+    flagged = frozenset(deep["held"] + deep["waits"] + deep["met"])
+    plain = build_queue(session, "rmA", NOW, limit=40, page=2)
+    prio = {r.job_id: (r.priority, r.submit_time.timestamp()) for r in
+            build_queue(session, "rmA", NOW).idle}
+    prio.update({i: (0.0, 0.0) for i in deep["held"] + deep["waits"]})
+    for known in (flagged, None):
+        with statements(session) as seen:
+            got = build_queue(session, "rmA", NOW, limit=40, page=2,
+                              ranking=lambda rm: Ranked.of(prio, known))
+        assert [r.to_dict() for r in got.idle] == [r.to_dict() for r in plain.idle]
+        assert [r.to_dict() for r in got.blocked] == [r.to_dict() for r in plain.blocked]
+        assert got.summary() == plain.summary()
+        scans = [s for s in seen if "CAST(jobs.holds AS" in s]
+        assert len(scans) == (0 if known is not None else 1)
+
+
+def test_a_job_of_no_rm_is_listed_on_the_page_as_in_the_full_listing(session, add_job,
+                                                                       bulk_jobs):
+    bulk_jobs("rmA", 5)
+    stray = add_job(None, user="zed", submitted=-9000)
+    full = build_queue(session, None, NOW)
+    page = build_queue(session, None, NOW, limit=3)
+    assert stray.id in [r.job_id for r in full.idle]
+    assert [r.job_id for r in page.idle] == [r.job_id for r in full.idle][:3]
+    assert page.summary() == full.summary()

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from grid_tasks.maui import Node, Observers, Scheduler, SchedulerConfig
+from grid_tasks.maui import Node, Observers, Scheduler
 from grid_tasks.maui.cfg import parse_maui_config
 from grid_tasks.maui.cfgbridge import scheduler_config
 from grid_tasks.maui.model import SchedulerError
