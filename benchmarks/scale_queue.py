@@ -57,13 +57,7 @@ def scale_queue(depths: tuple[int, ...] = DEPTHS, backends: tuple[str, ...] = ("
     with ratios to the first depth; return the figures (one dict per run)."""
     runs: list[dict[str, Any]] = []
     out("deep queue on one RM (rmA); iteration CPU s (wall s); ratios to the first depth;")
-    out("rmB jobs/s alone, then beside deep rmA: in the same worker / spaced in the same "
-        "worker / in its own process (ratio to alone; rmA iterations/s)")
-    out("start: a new scheduler process's warm start (its RMs' queues loaded before its "
-        "first task); after: its first iteration then")
-    out(f"{'db':<11}{'depth':>8}" + "".join(f"  {LABELS[k]:>15}" for k in KINDS)
-        + f"  {'KB/job':>7}  {'alone':>6}  {'same worker':>22}  {'spaced':>22}"
-        f"  {'own process':>22}")
+    _header(out)
     for backend in backends:
         for depth in depths:  # each line as soon as it is measured (a run takes minutes)
             runs.append(_child(backend, depth, seconds))
@@ -81,6 +75,16 @@ def _child(backend: str, depth: int, seconds: float, tree: Path = ROOT) -> dict[
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+def _header(out: Callable[[str], None]) -> None:
+    out("rmB jobs/s alone, then beside deep rmA: in the same worker / spaced in the same "
+        "worker / in its own process (ratio to alone; rmA iterations/s)")
+    out("start: a new scheduler process's warm start (its RMs' queues loaded before its "
+        "first task); after: its first iteration then")
+    out(f"{'db':<11}{'depth':>8}" + "".join(f"  {LABELS[k]:>15}" for k in KINDS)
+        + f"  {'KB/job':>7}  {'alone':>6}  {'same worker':>22}  {'spaced':>22}"
+        f"  {'own process':>22}")
+
+
 def scale_queue_peer(depths: tuple[int, ...], backends: tuple[str, ...], seconds: float,
                      peer: Path, out: Callable[[str], None] = print) -> list[dict[str, Any]]:
     """Each depth and backend on this tree and on ``peer`` (another checkout, e.g. the
@@ -88,6 +92,7 @@ def scale_queue_peer(depths: tuple[int, ...], backends: tuple[str, ...], seconds
     CPU ratios this/peer of the same run."""
     runs: list[dict[str, Any]] = []
     out(f"deep queue on one RM (rmA), this tree vs the peer {peer}; iteration CPU s (wall s)")
+    _header(out)
     for backend in backends:
         for depth in depths:
             mine, theirs = _child(backend, depth, seconds), _child(backend, depth, seconds, peer)
