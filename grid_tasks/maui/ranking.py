@@ -75,9 +75,23 @@ class Ranking:
         of ``jobs`` carry a system priority (so the order is by score, as with them).
         ``by_position``: ``jobs`` are in submission (``seq``) order, so equal scores keep
         their positions (the same order, without reading ``seq``)."""
-        if self.config.fifo and not others_prioritized and not any(j.priority for j in jobs):
-            return sorted(jobs, key=lambda j: (j.submit_time, seq[j.id]))
+        if self.config.fifo and not others_prioritized and not any(map(_PRIORITY, jobs)):
+            return self._by_submission(jobs, seq, by_position)
         return self._by_score(jobs, seq, now, by_position)
+
+    @staticmethod
+    def _by_submission(jobs: list[Job], seq: dict[str, int], by_position: bool) -> list[Job]:
+        """FIFO: by submission time, then ``seq`` (a deep queue column-wise: a key
+        tuple per job cost 0.27 s of a 100,000-job plan)."""
+        if len(jobs) < VECTOR_FROM:
+            return sorted(jobs, key=lambda j: (j.submit_time, seq[j.id]))
+        submit = np.fromiter(map(_SUBMIT, jobs), float, len(jobs))
+        if by_position:  # a stable sort keeps equal times in seq order
+            order = np.argsort(submit, kind="stable")
+        else:
+            order = np.lexsort((np.fromiter(map(seq.__getitem__, map(_ID, jobs)), np.int64,
+                                            len(jobs)), submit))
+        return list(itemgetter(*order.tolist())(jobs))
 
     def walltimes_of(self, ranked: list[Job]) -> tuple[float, ...] | None:
         """The distinct walltimes of ``ranked`` when it is the last vector ranking's

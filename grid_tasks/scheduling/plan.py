@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Container, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from operator import attrgetter
 from typing import Any
 
 from sqlalchemy.orm import Session
@@ -19,6 +20,8 @@ from grid_tasks.maui import IterationResult, Job, PriorityBreakdown, Scheduler, 
 from grid_tasks.scheduling.state import core_job
 from grid_tasks.scheduling.state import load_scheduler as load_live_scheduler
 from grid_tasks.utc import epoch
+
+_ID = attrgetter("id")
 
 
 @dataclass
@@ -76,7 +79,7 @@ def load_plan(session: Session, rm: str, now: datetime, *, registry: Any = None,
     sched = load_scheduler(session, rm, now, registry)
     t = epoch(now)
     jobs, totals = sched.priority_scores(t) if scores else (sched.idle_jobs(), None)
-    plan = Plan(rm, now, sched, {j.id: j for j in jobs},
+    plan = Plan(rm, now, sched, dict(zip(map(_ID, jobs), jobs)),
                 sched.diagnose_priority(t) if breakdowns else None, scores=totals)
     if iterate:
         plan.result = sched.iterate(t)

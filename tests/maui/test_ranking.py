@@ -73,6 +73,24 @@ def test_ties_keep_submission_order_on_both_paths(monkeypatch: pytest.MonkeyPatc
         assert [j.id for j in got[:2]] == ["t299", "t297"]
 
 
+@pytest.mark.parametrize("vector_from", [1, 10**9])
+@pytest.mark.parametrize("by_position", [False, True])
+def test_a_fifo_queue_is_ordered_by_submission_then_seq(monkeypatch: pytest.MonkeyPatch,
+                                                        vector_from: int, by_position: bool) -> None:
+    """Queue time alone (config.fifo): submission time, ties by seq, on both paths; with
+    ``by_position`` the jobs come in seq order."""
+    monkeypatch.setattr(ranking_module, "VECTOR_FROM", vector_from)
+    cfg = SchedulerConfig(weights={"QUEUETIMEWEIGHT": 1})
+    assert cfg.fifo
+    rng = random.Random(3)
+    jobs = [Job(f"f{i}", submit_time=rng.choice([0.0, 5.0, rng.uniform(0, 99)])) for i in range(300)]
+    seq = {j.id: (k if by_position else rng.randrange(10**6)) for k, j in enumerate(jobs)}
+    got = Ranking(cfg, Fairshare(cfg)).rank(jobs, seq, 100.0, by_position=by_position)
+    assert got == prioritize(jobs, seq, 100.0, cfg, Fairshare(cfg))
+    assert got == sorted(jobs, key=lambda j: (j.submit_time, seq[j.id]))
+    assert [j.submit_time for j in got[:2]] == [0.0, 0.0] and got != jobs
+
+
 def test_the_memo_forgets_jobs_that_leave_the_queue() -> None:
     # the general engine's memo (one node would otherwise run on the site pool)
     sched = Scheduler([Node("n0", procs=4)], replace(_config(), fast_path=False))

@@ -46,3 +46,18 @@ def test_digest_ranking_is_showq_order(session, add_job, bulk_jobs):
     assert ranked_of(lean) == by_python == ranked_of(full)
     ranked = ranked_of(lean)
     assert len(ranked) == len(full.idle) and len(set(ranked.priority)) < len(ranked)
+
+
+def test_ids_that_are_not_gram_ids_and_unknown_submissions_keep_their_meaning():
+    """The column-wise conversions: a core id that is not a number is -1 (left out of the
+    digest), an unknown submission time (0 or None) sorts last."""
+    from grid_tasks.maui import Job as CoreJob
+    from grid_tasks.ops.plan_replay import _ids_of, _submitted
+
+    numbered = [CoreJob("12", submit_time=5.0), CoreJob("7", submit_time=0.0)]
+    assert _ids_of(numbered).tolist() == [12, 7]
+    assert _submitted(numbered).tolist() == [5.0, float("inf")]
+    mixed = numbered + [CoreJob("showstart"), CoreJob("3")]
+    mixed[2].submit_time = None
+    assert _ids_of(mixed).tolist() == [12, 7, -1, 3]
+    assert _submitted(mixed).tolist() == [5.0, float("inf"), float("inf"), float("inf")]
