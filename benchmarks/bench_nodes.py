@@ -36,8 +36,8 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import psutil  # noqa: E402
 from bench_iteration import measure  # noqa: E402
+from scale_grid import postgres_database  # noqa: E402
 
-PG_ADMIN = "postgresql://postgres@127.0.0.1:5432/postgres"
 WARMUP = 20
 KINDS = ((False, "full"), (True, "quick"))
 
@@ -49,25 +49,6 @@ def write_topology(folder: Path, nodes: int) -> Path:
     path.write_text(f'[rm.rmA]\npolicy_file = "{policy}"\n'
                     f'[rm.rmA.node."n[0001-{nodes:04d}]"]\nprocs = 4\nmemory_mb = 4096\n')
     return path
-
-
-@contextmanager
-def postgres_database() -> Iterator[str]:
-    """A private database ``bench_nodes_<pid>``, dropped after."""
-    import psycopg
-
-    name = f"bench_nodes_{os.getpid()}"
-    with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}"')
-        conn.execute(f'CREATE DATABASE "{name}"')
-    try:
-        yield f"postgresql+psycopg://postgres@127.0.0.1:5432/{name}"
-    finally:
-        from grid_tasks.db import dispose_engines
-
-        dispose_engines()
-        with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 def _empty_postgres(url: str) -> None:
@@ -131,7 +112,7 @@ def main() -> None:
           f"of each kind), load average {os.getloadavg()[0]:.1f}:")
     with tempfile.TemporaryDirectory(prefix="bench-nodes-") as tmp:
         for db in args.db.split(","):
-            with (postgres_database() if db == "postgres" else _no_url()) as url:
+            with (postgres_database("bench_nodes") if db == "postgres" else _no_url()) as url:
                 base: dict[str, float] = {}
                 for nodes in sizes:
                     prof = f"{args.profile}.{db}" if args.profile and nodes == max(sizes) \

@@ -102,11 +102,11 @@ def write_topology(folder: Path, nodes: int, procs: int = 4) -> Path:
 
 
 @contextmanager
-def postgres_database() -> Iterator[str]:
-    """A private database ``bench_scale_<pid>`` on the local server; dropped after."""
+def postgres_database(prefix: str = "bench_scale") -> Iterator[str]:
+    """A private database ``<prefix>_<pid>`` on the local server; dropped after."""
     import psycopg
 
-    name = f"bench_scale_{os.getpid()}"
+    name = f"{prefix}_{os.getpid()}"
     with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}"')
         conn.execute(f'CREATE DATABASE "{name}"')

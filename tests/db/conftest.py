@@ -11,10 +11,11 @@ from collections.abc import Iterator
 from datetime import datetime, timezone
 
 import pytest
-from sqlalchemy import Engine
+from sqlalchemy import Engine, insert
 from sqlalchemy.orm import Session, sessionmaker
 
 from grid_tasks.db import get_engine, session_factory, sync_topology
+from grid_tasks.db.models import ResourceManager
 from grid_tasks.db.testing import clear_tables, postgres_test_url, temporary_database
 from grid_tasks.topology import parse_topology
 
@@ -54,6 +55,17 @@ def backend_url(backend: str) -> str | None:
     if url is None:
         pytest.skip("GRID_TASKS_TEST_POSTGRES_URL is not set")
     return url
+
+
+def two_rm_engine(backend: str, prefix: str) -> Iterator[Engine]:
+    """A fresh migrated database of its own holding RMs rmA and rmB only (for the
+    tests of the change counters' triggers, which count from an empty table)."""
+    with temporary_database(backend_url(backend), prefix=prefix) as url:
+        engine = get_engine(url)
+        with engine.begin() as conn:
+            conn.execute(insert(ResourceManager.__table__),
+                         [{"name": rm, "attributes": {}} for rm in ("rmA", "rmB")])
+        yield engine
 
 
 @pytest.fixture(scope="session", params=BACKENDS)

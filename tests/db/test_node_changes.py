@@ -10,24 +10,15 @@ from datetime import datetime, timezone
 import pytest
 from sqlalchemy import delete, insert, select, update
 
-from grid_tasks.db import get_engine
-from grid_tasks.db.models import Node, NodeChanges, ResourceManager
-from grid_tasks.db.testing import postgres_test_url, temporary_database
+from grid_tasks.db.models import Node, NodeChanges
 from grid_tasks.states import NodeState
 
-BACKENDS = ["sqlite", pytest.param("postgresql", marks=pytest.mark.skipif(
-    postgres_test_url() is None, reason="GRID_TASKS_TEST_POSTGRES_URL is not set"))]
+from .conftest import BACKENDS, two_rm_engine
 
 
 @pytest.fixture(params=BACKENDS)
 def engine(request):
-    with temporary_database(postgres_test_url() if request.param == "postgresql" else None,
-                            prefix="gt_nchanges") as url:
-        engine = get_engine(url)
-        with engine.begin() as conn:
-            conn.execute(insert(ResourceManager.__table__),
-                         [{"name": rm, "attributes": {}} for rm in ("rmA", "rmB")])
-        yield engine
+    yield from two_rm_engine(request.param, "gt_nchanges")
 
 
 def _counts(engine) -> dict[str, int]:
