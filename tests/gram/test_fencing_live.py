@@ -168,7 +168,8 @@ def test_a_launch_frozen_right_after_its_spawn_never_runs_twice(module_grid, tmp
             until(lambda: _fences(module_grid, job.id), 30, "the launch to be fenced")
             ((held, deadline),) = _fences(module_grid, job.id)
             assert held == {frozen: 4}
-            assert _state(module_grid, job.id).maui_state is MauiJobState.HOLD
+            held_state = _state(module_grid, job.id)
+            assert held_state.maui_state is MauiJobState.HOLD, held_state.reason
             # the frozen copy dies by its watchdog, the daemon still frozen
             until(lambda: not set(first) & set(_marked(token)), 20, "the frozen copy to die")
             status = job.wait(timeout=60)
