@@ -18,6 +18,8 @@ import time
 from datetime import datetime
 from pathlib import Path
 
+import pytest
+
 from grid_tasks import db
 from grid_tasks.db.models import Fence
 from grid_tasks.gram.submission import gram_status
@@ -155,21 +157,35 @@ def test_a_launch_frozen_right_after_its_spawn_never_runs_twice(module_grid, tmp
     """Finding 2: the daemon freezes right after it spawned the job (its launch never
     confirmed); the launch is fenced and the job runs again elsewhere only after the
     fence deadline, when the frozen copy is dead: one copy at a time, one DONE."""
-    job, token, marks = _job(module_grid, tmp_path, _rsl(4, 3), "rmA", FREEZE="1")
+    for _ in range(3):
+        if _frozen_launch_runs_once(module_grid, tmp_path):
+            return
+    pytest.fail("three daemons in a row confirmed their launch before they froze")
+
+
+def _frozen_launch_runs_once(grid, tmp_path: Path) -> bool:
+    """One try of finding 2.  False when its premise failed: the daemon's ACTIVE report
+    beat the rank's freeze of it (a race the rank's shell loses on a crowded machine),
+    so the job ran confirmed and failed as lost - finding 1's path, tested above."""
+    job, token, marks = _job(grid, tmp_path, _rsl(4, 3), "rmA", FREEZE="1")
     frozen = None
     try:
         with Copies(token) as copies:
             frozen_pid = int(until(lambda: (marks / "froze" / "pid").exists()
                                     and (marks / "froze" / "pid").read_text().strip(),
                                     30, "the daemon to freeze"))
-            frozen = next(n for n, c in module_grid.children.items() if c.pid == frozen_pid)
+            frozen = next(n for n, c in grid.children.items() if c.pid == frozen_pid)
             first = until(lambda: _children_only(_marked(token), frozen_pid), 10,
                           "every rank to be the frozen daemon's child, in its sleep")
-            until(lambda: _fences(module_grid, job.id), 30, "the launch to be fenced")
-            ((held, deadline),) = _fences(module_grid, job.id)
+            until(lambda: _fences(grid, job.id), 30, "the launch to be fenced")
+            ((held, deadline),) = _fences(grid, job.id)
             assert held == {frozen: 4}
-            held_state = _state(module_grid, job.id)
-            assert held_state.maui_state is MauiJobState.HOLD, held_state.reason
+            fenced = _state(grid, job.id)
+            if fenced.maui_state is not MauiJobState.HOLD:
+                assert fenced.state is JobState.FAILED and "lost" in (fenced.reason or ""), \
+                    fenced.reason
+                until(lambda: not _marked(token), 30, "the confirmed copy to die")
+                return False
             # the frozen copy dies by its watchdog, the daemon still frozen
             until(lambda: not set(first) & set(_marked(token)), 20, "the frozen copy to die")
             status = job.wait(timeout=60)
@@ -178,9 +194,10 @@ def test_a_launch_frozen_right_after_its_spawn_never_runs_twice(module_grid, tmp
         assert copies.most == 1  # never two copies at once
         runs = {p.name for p in marks.glob("[0-9]*")}
         assert len(runs) == 4 + len(first)  # the second copy ran all 4 ranks, once each
+        return True
     finally:
         if frozen is not None:
-            _resume(module_grid, "rmA", frozen)
+            _resume(grid, "rmA", frozen)
 
 
 def test_a_killed_daemons_in_flight_job_starts_again_within_the_bound(module_grid, tmp_path):
