@@ -68,6 +68,26 @@ def test_redis_broker_sockets_time_out_but_outlast_a_brpop():
     assert "socket_timeout" not in celery_config(amqp)["broker_transport_options"]
 
 
+def test_a_redis_queue_is_one_list_whatever_priority_a_sender_gives(celery_app_factory,
+                                                                   settings):
+    """Every BRPOP names each queue once (not at four priority steps), and a message
+    sent with a priority still lands in the one list it reads."""
+    import redis
+
+    app = celery_app_factory()
+    with app.connection_for_write() as conn:
+        assert conn.default_channel.priority_steps == [0]
+        app.send_task("grid_tasks.probe", queue="probe-q", priority=9, connection=conn)
+        app.send_task("grid_tasks.probe", queue="probe-q", connection=conn)
+        assert conn.default_channel._get("probe-q") is not None  # the plain list
+    broker = redis.Redis.from_url(settings.broker_url)
+    try:
+        assert [k for k in broker.keys("probe-q*")] == [b"probe-q"]
+        assert broker.llen("probe-q") == 1
+    finally:
+        broker.close()
+
+
 def test_task_names_are_namespaced_by_module(celery_app_factory):
     app = celery_app_factory()
     app.loader.import_default_modules()

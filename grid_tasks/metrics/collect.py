@@ -34,7 +34,9 @@ from grid_tasks.utc import as_utc, from_epoch
 
 log = logging.getLogger(__name__)
 
-# kombu's Redis transport keeps priorities 3, 6 and 9 in sibling lists of the queue.
+# kombu's Redis transport keeps priorities 3, 6 and 9 in sibling lists of the queue
+# (this grid's own apps use one list a queue, celery_app.REDIS_TRANSPORT_OPTIONS; a
+# sender configured otherwise may still fill the siblings).
 _PRIORITY_SEP = "\x06\x16"
 _PRIORITIES = (3, 6, 9)
 _UNACKED = "unacked"
