@@ -349,7 +349,3 @@ def load_scheduler(session: Session, rm: str, *, now: float, registry: Any = Non
         jobs = idle_core_jobs(session, rm, queue)
         sched.submit_many(jobs, now, queue_cache(queue) if kept else QueueCache())
     return sched
-    for row in rows:
-        if row.state is JobState.PENDING and row.maui_state in IDLE_MAUI_STATES:
-            sched.submit(core_job(row), now)
-    return sched
