@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 import pytest
+import redis
 
 from grid_tasks.celery_app import (
     HOUSEKEEPING_TASKS, LAUNCH_CRITICAL, SCHEDULER_QUEUE, QueueNameError, celery_config, check_connectivity, create_app,
@@ -72,8 +73,6 @@ def test_a_redis_queue_is_one_list_whatever_priority_a_sender_gives(celery_app_f
                                                                    settings):
     """Every BRPOP names each queue once (not at four priority steps), and a message
     sent with a priority still lands in the one list it reads."""
-    import redis
-
     app = celery_app_factory()
     with app.connection_for_write() as conn:
         assert conn.default_channel.priority_steps == [0]
