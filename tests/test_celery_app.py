@@ -81,7 +81,7 @@ def test_a_redis_queue_is_one_list_whatever_priority_a_sender_gives(celery_app_f
         assert conn.default_channel._get("probe-q") is not None  # the plain list
     broker = redis.Redis.from_url(settings.broker_url)
     try:
-        assert [k for k in broker.keys("probe-q*")] == [b"probe-q"]
+        assert broker.keys("probe-q*") == [b"probe-q"]
         assert broker.llen("probe-q") == 1
     finally:
         broker.close()
