@@ -30,9 +30,11 @@ from celery.worker import state as worker_state
 from grid_tasks.effects import send_registration, trigger_iteration
 from grid_tasks.errors import GridTasksError
 from grid_tasks.leases import renew_bound
+from grid_tasks.node.event_loop import wake_only_when_due
 from grid_tasks.node.registry import NodeRegistry
 from grid_tasks.node.resources import detect_resources, host_facts
 from grid_tasks.node.watchdog import close_watchdogs, watchdog_for
+from grid_tasks.node.worker_config import HUB_WAIT_S, LEAN_FLAG
 from grid_tasks.queues import gatekeeper_queue, node_queue
 from grid_tasks.security.startup import check_node_account
 from grid_tasks.settings import Settings, app_settings
@@ -172,6 +174,8 @@ class NodeDaemonStep(bootsteps.StartStopStep):
             finally:  # the gatekeeper triggers the iteration again once it recorded it
                 changed("registered")
 
+        if worker.app.conf.get(LEAN_FLAG) and getattr(worker, "hub", None) is not None:
+            wake_only_when_due(worker.hub, HUB_WAIT_S)
         self.heartbeat = Heartbeat(registry, rm, node, settings.heartbeat_interval,
                                    on_first=first,
                                    on_revived=functools.partial(changed, "back"))

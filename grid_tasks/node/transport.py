@@ -41,10 +41,16 @@ log = logging.getLogger(__name__)
 #: Seconds a thread waits for its turn on the shared command connection before the
 #: command fails (as a connection error: kombu and Celery retry or report those).
 POOL_WAIT_S = 20.0
-#: Seconds between kombu's refreshes of expiring queue bindings (its default is 1 s,
-#: a wake-up of the event loop every second).  Node queues never expire: nothing to
-#: refresh; a channel with an expiring queue still gets one within this time.
-BINDING_REFRESH_S = 60.0
+#: Seconds between the transport's upkeep: kombu's five periodic checks (restore scan,
+#: pub/sub and BRPOP health, re-authentication, binding refresh), run in one wake-up
+#: of the event loop rather than five timers of their own (25 s, 25 s, 60 s, 1 s and
+#: the restore interval), each a wake-up of an idle daemon.  Node queues never expire
+#: (nothing to refresh); a half-open BRPOP socket is dropped at the first upkeep once
+#: its reply is ``health_check_interval`` overdue.
+UPKEEP_S = 30.0
+#: The cycle's attributes holding kombu's periodic timers (it cancels them on reconnect).
+_KOMBU_TIMERS = ("_restore_messages_tref", "_subclient_health_tref", "_brpop_health_tref",
+                 "_reauth_tref", "_binding_expiry_tref")
 
 #: Queue key names a channel keeps (:meth:`Channel._q_for_pri`): every priority step of
 #: a harness's thousands of node queues, with room to spare.
@@ -68,6 +74,10 @@ def shared_pool(params: dict[str, Any]) -> redis.BlockingConnectionPool:
         pool = _pools.get(key)
         if pool is None:
             options = {k: v for k, v in params.items() if k != "max_connections"}
+            # No PING before a command on a connection idle 25 s (redis-py's health
+            # check): a node's event every 30 s paid a second round trip for it.  The
+            # pool already replaces a connection the server closed when it is taken.
+            options["health_check_interval"] = 0
             pool = _pools[key] = redis.BlockingConnectionPool(
                 max_connections=1, timeout=POOL_WAIT_S, **options)
         return pool
@@ -161,18 +171,32 @@ worker_shutting_down.connect(_wake_on_shutdown, weak=False,
 
 
 class Transport(kombu_redis.Transport):  # type: ignore[misc]
-    """kombu's Redis transport with :class:`Channel`, and no 1 s binding-refresh tick."""
+    """kombu's Redis transport with :class:`Channel`, and one upkeep timer, not five."""
 
     Channel = Channel
 
     def register_with_event_loop(self, connection: Any, loop: Any) -> None:
         super().register_with_event_loop(connection, loop)
         cycle = self.cycle
-        tref = getattr(cycle, "_binding_expiry_tref", None)
-        if tref is not None:
-            tref.cancel()
-            cycle._binding_expiry_tref = loop.call_repeatedly(
-                BINDING_REFRESH_S, cycle.maybe_refresh_binding_expiry)
+        for attr in _KOMBU_TIMERS:
+            tref = getattr(cycle, attr, None)
+            if tref is not None:
+                tref.cancel()
+            setattr(cycle, attr, None)
+        # kept where kombu looks: a reconnect's registration cancels it as it did its own
+        cycle._binding_expiry_tref = loop.call_repeatedly(UPKEEP_S, upkeep, cycle)
+
+
+def upkeep(cycle: Any) -> None:
+    """kombu's periodic checks of ``cycle`` (its ``MultiChannelPoller``), each guarded:
+    one failing (Redis away) must not skip the others, as separate timers did not."""
+    for check in (cycle.maybe_restore_messages, cycle.maybe_check_subclient_health,
+                  cycle.maybe_check_brpop_health, cycle.maybe_reauth,
+                  cycle.maybe_refresh_binding_expiry):
+        try:
+            check()
+        except Exception as exc:  # noqa: BLE001 - the event loop logged these too
+            log.warning("transport upkeep %s failed: %s", check.__name__, exc)
 
 
 class NodeResultBackend(RedisBackend):  # type: ignore[misc]

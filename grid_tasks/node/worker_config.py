@@ -26,16 +26,27 @@ interval``/``_throttle``)      index every 5 s: 4         hourly).  The index is
                                commands per node          not per consumer: gatekeepers and
                                                           schedulers scan it every 5 s, and
                                                           restore a dead node's launches too
-BRPOP timeout                  1 s: a reply and re-arm    :data:`BROKER_POLL_S`; a message
-(``polling_interval``)         and a loop wake-up each    still wakes BRPOP at once.  A half-
-                               second                     open socket is dropped after
-                                                          poll + ``health_check_interval``
+BRPOP timeout                  1 s: a reply and re-arm    :data:`BROKER_POLL_S` (30 s); a
+(``polling_interval``)         and a loop wake-up each    message still wakes BRPOP at once.
+                               second                     A half-open socket is dropped at
+                                                          the first upkeep after poll +
+                                                          ``health_check_interval`` (55-85 s)
+event loop's longest wait      10 s (kombu's hub and      :data:`HUB_WAIT_S`: only what is
+                               Celery's timer cap it)     due wakes it (:mod:`grid_tasks.
+                                                          node.event_loop`)
+kombu's periodic checks        five timers: 1 s, 25 s,    one upkeep every
+(restore, health, reauth,      25 s, 60 s, restore        :data:`~grid_tasks.node.transport.
+binding refresh)               interval                   UPKEEP_S` (30 s)
+PING before a command idle     one more round trip per    none on the command connection
+25 s (redis-py health check)   30 s event                 (a closed one is replaced when
+                                                          taken from the pool)
 worker heartbeat events        one PUBLISH every 2 s      every :data:`HEARTBEAT_EVENT_S`;
 (``--heartbeat-interval``)                                Flower reads the interval from the
                                                           event and keeps a node "online"
                                                           for twice it
 task events                    per task, not idle cost    kept: Flower's task views
-``reauth_check_interval``      loop wake-up every 10 s    60 s (streaming credentials only)
+``reauth_check_interval``      loop wake-up every 10 s    in the upkeep (streaming
+                                                          credentials only)
 gossip, mingle                 a subscription; startup    off (as for every worker)
                                round trip
 node's own Redis (registry,    one pool per user          one client, one connection
@@ -56,7 +67,10 @@ from grid_tasks.node.transport import RESULT_BACKEND_PATH, TRANSPORT_PATH
 #: Seconds between a node worker's heartbeat events (Flower's "online").
 HEARTBEAT_EVENT_S = 30.0
 #: Seconds a node's BRPOP waits server-side before it is sent again.
-BROKER_POLL_S = 10.0
+BROKER_POLL_S = 30.0
+#: Longest wait of a node daemon's event loop when nothing is due (Celery's: 10 s;
+#: :mod:`grid_tasks.node.event_loop`): no shorter than the poll, or it wakes for nothing.
+HUB_WAIT_S = BROKER_POLL_S
 #: Restore-scan throttle of a node: only the first call (at connect) scans.
 NO_RESTORE_SCAN = 10**9
 #: Seconds between the (throttled, so empty) restore timer's calls on a node.
