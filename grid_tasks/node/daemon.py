@@ -31,7 +31,8 @@ from grid_tasks.effects import send_registration, trigger_iteration
 from grid_tasks.errors import GridTasksError
 from grid_tasks.leases import renew_bound
 from grid_tasks.node.event_loop import wake_only_when_due
-from grid_tasks.node.registry import NodeRegistry
+from grid_tasks.node.quiet_beat import QuietBeat, answer_due
+from grid_tasks.node.registry import NodeRegistry, heartbeat_payload
 from grid_tasks.node.resources import detect_resources, host_facts
 from grid_tasks.node.watchdog import close_watchdogs, watchdog_for
 from grid_tasks.node.worker_config import HUB_WAIT_S, LEAN_FLAG
@@ -85,15 +86,24 @@ def refuse_unknown_node(settings: Settings, rm: str, node: str) -> None:
 
 
 class Heartbeat(threading.Thread):
-    """Refreshes the node's heartbeat key every interval until stopped."""
+    """Refreshes the node's heartbeat key every interval until stopped.
+
+    With ``quiet`` (a lean daemon's :class:`~grid_tasks.node.quiet_beat.QuietBeat`),
+    most beats are sent unanswered and :func:`~grid_tasks.node.quiet_beat.answer_due`
+    picks the ones that are answered; without it every beat is."""
 
     def __init__(self, registry: NodeRegistry, rm: str, node: str, interval: float,
-                 on_first: Any = None, on_revived: Any = None) -> None:
+                 on_first: Any = None, on_revived: Any = None,
+                 quiet: QuietBeat | None = None) -> None:
         super().__init__(name=f"heartbeat {rm}/{node}", daemon=True)
         self.registry, self.rm, self.node, self.interval = registry, rm, node, interval
         self.on_first = on_first
         self.on_revived = on_revived  # called when a beat finds the node had turned Unknown
+        self.quiet = quiet
         self.stopped = threading.Event()
+        self._sent = self._since_answered = 0  # beats that went out; since the last answer
+        self._last_ok = False  # the previous beat went out without error
+        self._last_at: float | None = None  # monotonic time it went out
 
     def run(self) -> None:
         if self.on_first is not None:
@@ -111,12 +121,29 @@ class Heartbeat(threading.Thread):
 
     def heartbeat(self) -> None:
         """One beat; ``active`` (tasks executing) lets the listing tell Idle from Running."""
-        revived = self.registry.heartbeat(self.rm, self.node, time.time(),
-                                          active=len(worker_state.active_requests))
-        if revived and self.on_revived is not None:
-            log.warning("node %s/%s: heartbeat had expired (node was Unknown); back", self.rm,
-                        self.node)
-            self.on_revived()
+        now, active, at = time.time(), len(worker_state.active_requests), time.monotonic()
+        last_ok, self._last_ok = self._last_ok, False  # until this one went out
+        if self._quiet_turn(last_ok, at):
+            self.quiet.send(heartbeat_payload(now, active), now)  # type: ignore[union-attr]
+            self._since_answered += 1
+        else:
+            revived = self.registry.heartbeat(self.rm, self.node, now, active=active)
+            self._since_answered = 0
+            if revived and self.on_revived is not None:
+                log.warning("node %s/%s: heartbeat had expired (node was Unknown); back",
+                            self.rm, self.node)
+                self.on_revived()
+        self._sent += 1
+        self._last_ok, self._last_at = True, at
+
+    def _quiet_turn(self, last_ok: bool, at: float) -> bool:
+        """Whether this beat goes out unanswered."""
+        if self.quiet is None:
+            return False
+        gap = None if self._last_at is None else at - self._last_at
+        return (not answer_due(self._sent, self._since_answered, last_ok, gap,
+                               self.registry.ttl_ms / 1000)
+                and self.quiet.supported())
 
     def _safely(self, action: Any) -> None:
         try:
@@ -174,11 +201,13 @@ class NodeDaemonStep(bootsteps.StartStopStep):
             finally:  # the gatekeeper triggers the iteration again once it recorded it
                 changed("registered")
 
-        if worker.app.conf.get(LEAN_FLAG) and getattr(worker, "hub", None) is not None:
+        lean = bool(worker.app.conf.get(LEAN_FLAG))
+        if lean and getattr(worker, "hub", None) is not None:
             wake_only_when_due(worker.hub, HUB_WAIT_S)
         self.heartbeat = Heartbeat(registry, rm, node, settings.heartbeat_interval,
                                    on_first=first,
-                                   on_revived=functools.partial(changed, "back"))
+                                   on_revived=functools.partial(changed, "back"),
+                                   quiet=registry.quiet_beat(rm, node) if lean else None)
         self.heartbeat.start()
         log.info("node %s/%s registered (%s resources)", rm, node, source)
 

@@ -26,6 +26,7 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from grid_tasks.errors import ConnectivityError, NotFoundError
+from grid_tasks.node.quiet_beat import QuietBeat
 from grid_tasks.node.redis_errors import connectivity
 from grid_tasks.node.silent import silent_nodes
 from grid_tasks.security.config import RedisTLS, is_tls_url
@@ -64,12 +65,24 @@ def connect_redis(url: str, *, settings: Any = None, environ: Mapping[str, str] 
 
 
 #: A heartbeat: KEYS alive key, node hash; ARGV payload, TTL (ms), time.  Returns
-#: whether the alive key existed before (SET ... GET answers its old value).
+#: whether the node was alive all along: the alive key existed before (SET ... GET
+#: answers its old value) and no unanswered beat found it missing meanwhile.
 HEARTBEAT_SCRIPT = """
 local old = redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2], 'GET')
 redis.call('HSET', KEYS[2], 'last_heartbeat', ARGV[3])
+if redis.call('HDEL', KEYS[2], 'revived') == 1 then return 0 end
 if old then return 1 end
 return 0
+"""
+#: An unanswered heartbeat (:mod:`grid_tasks.node.quiet_beat`), as
+#: :data:`HEARTBEAT_SCRIPT`; nobody hears its answer, so an alive key it finds missing
+#: is noted in the node hash, for the next answered beat to report.
+QUIET_HEARTBEAT_SCRIPT = """
+if redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2], 'GET') then
+  redis.call('HSET', KEYS[2], 'last_heartbeat', ARGV[3])
+else
+  redis.call('HSET', KEYS[2], 'last_heartbeat', ARGV[3], 'revived', '1')
+end
 """
 #: :data:`HEARTBEAT_SCRIPT` for many nodes: KEYS alive key and node hash of each node in
 #: turn; ARGV TTL (ms), time, then each node's payload.  Returns the (1-based) numbers
@@ -112,6 +125,11 @@ def daemon_client(app: Any, settings: Any) -> redis.Redis:
         client = app.grid_daemon_redis = connect_redis(settings.redis_url, settings=settings,
                                                        **options)
     return client
+
+
+def heartbeat_payload(now: float, active: int) -> str:
+    """The alive key's value: when, and how many tasks the daemon executes."""
+    return json.dumps({"at": now, "active": active})
 
 
 def node_key(rm: str, node: str) -> str:
@@ -214,11 +232,16 @@ class NodeRegistry:
 
         One script call (one command, one round trip): it runs on every node every
         interval, where a MULTI of three commands cost five."""
-        payload = json.dumps({"at": now, "active": active})
+        payload = heartbeat_payload(now, active)
         with _connectivity(self.client):
             existed = self._beat(keys=[alive_key(rm, node), node_key(rm, node)],
                                  args=[payload, self.ttl_ms, repr(now)])
         return not existed
+
+    def quiet_beat(self, rm: str, node: str) -> QuietBeat:
+        """Unanswered heartbeats of one node (see :mod:`grid_tasks.node.quiet_beat`)."""
+        return QuietBeat(self.client, QUIET_HEARTBEAT_SCRIPT, alive_key(rm, node),
+                         node_key(rm, node), self.ttl_ms)
 
     def mark_down(self, rm: str, node: str, now: float) -> None:
         """A daemon's goodbye: the node shows Down at once rather than Unknown later."""
@@ -252,13 +275,13 @@ class NodeRegistry:
         three pipelined commands each cost it more CPU than everything else it does
         while idle."""
         revived: list[tuple[str, str]] = []
-        idle = json.dumps({"at": now, "active": 0})
+        idle = heartbeat_payload(now, 0)
         for first in range(0, len(beats), HEARTBEAT_CHUNK):
             chunk = beats[first:first + HEARTBEAT_CHUNK]
             keys = [key for rm, node, _ in chunk
                     for key in (alive_key(rm, node), node_key(rm, node))]
             args = [self.ttl_ms, repr(now)] + [
-                json.dumps({"at": now, "active": active}) if active else idle
+                heartbeat_payload(now, active) if active else idle
                 for _, _, active in chunk]
             with _connectivity(self.client):
                 numbers = self._beat_many(keys=keys, args=args)

@@ -40,6 +40,10 @@ binding refresh)               interval                   UPKEEP_S` (30 s)
 PING before a command idle     one more round trip per    none on the command connection
 25 s (redis-py health check)   30 s event                 (a closed one is replaced when
                                                           taken from the pool)
+node heartbeats (every         a reply read per beat: a   most beats unanswered (``CLIENT
+``heartbeat_interval``)        second wake-up each        REPLY SKIP``; :mod:`grid_tasks.
+                                                          node.quiet_beat`), every 6th and
+                                                          the one after a failure answered
 worker heartbeat events        one PUBLISH every 2 s      every :data:`HEARTBEAT_EVENT_S`;
 (``--heartbeat-interval``)                                Flower reads the interval from the
                                                           event and keeps a node "online"
