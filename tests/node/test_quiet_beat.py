@@ -44,6 +44,22 @@ def test_a_quiet_beat_refreshes_the_node_and_leaves_no_reply_behind(client):
     assert client.echo("after") == b"after"
 
 
+def test_a_quiet_beat_on_a_connection_the_server_closed_goes_out_on_a_new_one(
+        redis_server, client):
+    registry = NodeRegistry(client, ttl=30.0)
+    registry.register("rmA", "node1", RES, {}, "configured", time.time())
+    admin = redis.Redis.from_url(redis_server.url(0))
+    try:
+        admin.client_kill_filter(_id=client.client_id())  # as a restart or a timeout does
+        time.sleep(0.05)
+        now = time.time()
+        registry.quiet_beat("rmA", "node1").send(heartbeat_payload(now, 0), now)
+        # written to the closed socket, the beat would be lost without an error
+        assert client.hget(node_key("rmA", "node1"), "last_heartbeat") == repr(now).encode()
+    finally:
+        admin.close()
+
+
 def test_a_redis_user_without_client_reply_gets_answered_beats(settings, redis_server, client):
     admin = redis.Redis.from_url(redis_server.url(0))
     admin.acl_setuser("quiet-beat-test", enabled=True, passwords=["+pw-quiet"], keys=["*"],
