@@ -123,8 +123,9 @@ class Heartbeat(threading.Thread):
         """One beat; ``active`` (tasks executing) lets the listing tell Idle from Running."""
         now, active, at = time.time(), len(worker_state.active_requests), time.monotonic()
         last_ok, self._last_ok = self._last_ok, False  # until this one went out
-        if self._quiet_turn(last_ok, at):
-            self.quiet.send(heartbeat_payload(now, active), now)  # type: ignore[union-attr]
+        quiet = self._quiet_turn(last_ok, at)
+        if quiet is not None:
+            quiet.send(heartbeat_payload(now, active), now)
             self._since_answered += 1
         else:
             revived = self.registry.heartbeat(self.rm, self.node, now, active=active)
@@ -136,14 +137,15 @@ class Heartbeat(threading.Thread):
         self._sent += 1
         self._last_ok, self._last_at = True, at
 
-    def _quiet_turn(self, last_ok: bool, at: float) -> bool:
-        """Whether this beat goes out unanswered."""
+    def _quiet_turn(self, last_ok: bool, at: float) -> QuietBeat | None:
+        """The quiet beat to send this beat with, or None: this one is answered."""
         if self.quiet is None:
-            return False
+            return None
         gap = None if self._last_at is None else at - self._last_at
-        return (not answer_due(self._sent, self._since_answered, last_ok, gap,
-                               self.registry.ttl_ms / 1000)
-                and self.quiet.supported())
+        if answer_due(self._sent, self._since_answered, last_ok, gap,
+                      self.registry.ttl_ms / 1000) or not self.quiet.supported():
+            return None
+        return self.quiet
 
     def _safely(self, action: Any) -> None:
         try:

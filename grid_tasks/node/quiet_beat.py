@@ -61,6 +61,10 @@ def _bulk(value: bytes) -> bytes:
     return b"$%d\r\n%s\r\n" % (len(value), value)
 
 
+#: ``CLIENT REPLY SKIP``: the next command is not answered.
+_SKIP_NEXT = b"*3\r\n" + _bulk(b"CLIENT") + _bulk(b"REPLY") + _bulk(b"SKIP")
+
+
 class QuietBeat:
     """Unanswered heartbeats of one node over ``client`` (its one-connection pool)."""
 
@@ -69,9 +73,8 @@ class QuietBeat:
         self.client = client
         self._supported: bool | None = None
         # Everything but the payload and the time is the same in every beat: packed once.
-        self._prefix = (b"*3\r\n" + _bulk(b"CLIENT") + _bulk(b"REPLY") + _bulk(b"SKIP")
-                        + b"*8\r\n" + _bulk(b"EVAL") + _bulk(script.encode()) + _bulk(b"2")
-                        + _bulk(alive_key.encode()) + _bulk(node_key.encode()))
+        self._prefix = (_SKIP_NEXT + b"*8\r\n" + _bulk(b"EVAL") + _bulk(script.encode())
+                        + _bulk(b"2") + _bulk(alive_key.encode()) + _bulk(node_key.encode()))
         self._ttl = _bulk(str(ttl_ms).encode())
 
     def supported(self) -> bool:
@@ -82,8 +85,7 @@ class QuietBeat:
         the connection, with replies still pending, is dropped rather than handed on.
         """
         if self._supported is None:
-            packed = (b"*3\r\n" + _bulk(b"CLIENT") + _bulk(b"REPLY") + _bulk(b"SKIP")
-                      + b"*2\r\n" + _bulk(b"ECHO") + _bulk(b"1")
+            packed = (_SKIP_NEXT + b"*2\r\n" + _bulk(b"ECHO") + _bulk(b"1")
                       + b"*2\r\n" + _bulk(b"ECHO") + _bulk(_PROBE))
             self._supported = self._exchange(packed) == _PROBE
             if not self._supported:
